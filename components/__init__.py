@@ -1,0 +1,1 @@
+"""Reusable custom TFX components and trainer/serving building blocks."""

@@ -1,0 +1,1 @@
+"""Pusher whose version directories appear atomically (write elsewhere, then rename)."""

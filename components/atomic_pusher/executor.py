@@ -1,0 +1,88 @@
+"""Executor of AtomicPusher: the stock filesystem push, made safe for TF Serving's watcher.
+
+TF Serving loads any numeric directory it finds under the model's base path. The
+stock Pusher copies files straight into `<base>/<version>/`, so a poll can land on a
+half-written SavedModel. Here the copy goes to a hidden staging directory on the same
+filesystem (`<base>/.staging-<version>-<pid>`, not numeric, so never loaded) and then
+one `os.rename` makes the complete version visible.
+"""
+
+import logging
+import os
+import re
+import shutil
+import time
+from typing import Any
+
+from tfx import types
+from tfx.components.pusher import executor as pusher_executor
+from tfx.proto import pusher_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils, proto_utils
+
+_NUMERIC = re.compile(r"^\d+$")
+
+
+def existing_versions(base_directory: str) -> list[int]:
+    """Numeric version directories under a model's base path, ascending."""
+    if not os.path.isdir(base_directory):
+        return []
+    return sorted(int(n) for n in os.listdir(base_directory) if _NUMERIC.match(n))
+
+
+def next_version(base_directory: str, now: float | None = None) -> int:
+    """A Unix-seconds version, bumped past any existing one so versions only grow."""
+    stamp = int(time.time() if now is None else now)
+    versions = existing_versions(base_directory)
+    return max([stamp] + [v + 1 for v in versions])
+
+
+def atomic_copy_dir(src: str, base_directory: str, version: int) -> str:
+    """Copies `src` to `<base>/<version>` so that the version appears complete or not at all.
+
+    Raises:
+      FileExistsError: the version directory already exists (nothing is overwritten).
+    """
+    final = os.path.join(base_directory, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"version directory {final} already exists; not overwriting it")
+    os.makedirs(base_directory, exist_ok=True)
+    staging = os.path.join(base_directory, f".staging-{version}-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        shutil.copytree(src, staging)
+        os.rename(staging, final)  # atomic on POSIX within one filesystem
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+class Executor(pusher_executor.Executor):
+    """Pushes a blessed model to `<base_directory>/<version>/` atomically (local filesystem)."""
+
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        model_push = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.PUSHED_MODEL_KEY]
+        )
+        if not self.CheckBlessing(input_dict):
+            self._MarkNotPushed(model_push)
+            return
+        model_path = self.GetModelPath(input_dict)
+        destination = pusher_pb2.PushDestination()
+        proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination
+        )
+        if destination.WhichOneof("destination") != "filesystem":
+            raise ValueError("AtomicPusher pushes to a filesystem destination only")
+        base = destination.filesystem.base_directory
+        version = next_version(base)
+        serving_path = atomic_copy_dir(model_path, base, version)
+        logging.info("Model version %d visible at %s", version, serving_path)
+        io_utils.copy_dir(model_path, model_push.uri)
+        self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))

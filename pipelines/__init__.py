@@ -1,0 +1,1 @@
+"""Pipeline definitions: the typed config, the one factory, and reference pipelines."""

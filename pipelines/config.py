@@ -1,0 +1,186 @@
+"""The typed pipeline config: parsed and validated once, from YAML and CLI overrides.
+
+Every runner (the local `retrain run`, Airflow) builds the pipeline from one of these
+via `pipelines.factory.create_pipeline(config)`. Errors name the offending field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from typing import Any, Literal, Mapping
+
+import yaml
+
+BeamMode = Literal["in_memory", "multi_processing"]
+
+
+class ConfigError(ValueError):
+    """A config value is missing, of the wrong type or out of range; names the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Everything a pipeline run needs; plain values only (protos are built in the factory).
+
+    Relative paths are resolved against `base_dir` (the config file's folder) at load time.
+    """
+
+    pipeline_name: str
+    model_name: str
+    data_root: str
+    schema_path: str
+    preprocessing_fn: str
+    run_fn: str
+    label_key: str
+    workdir: str = "work"
+    # The span this run ingests (YYYYMM); None means the latest span in data_root.
+    span: int | None = None
+    # How many monthly spans, ending at `span`, the model trains on.
+    window_spans: int = 6
+    train_steps: int = 1000
+    eval_steps: int = 100
+    hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    slice_features: tuple[str, ...] = ()
+    # Evaluator thresholds: absolute floors, and the largest drop tolerated vs the baseline.
+    min_auc: float = 0.7
+    min_accuracy: float = 0.6
+    max_auc_decrease: float = 0.02
+    # Direct runner mode: in_memory is several times faster on small spans.
+    beam_mode: BeamMode = "in_memory"
+    beam_workers: int = 0
+    enable_cache: bool = True
+    # How the first run of a fresh store gets the earlier spans of its window.
+    backfill_window: bool = True
+
+    @property
+    def pipeline_root(self) -> str:
+        return os.path.join(self.workdir, "pipeline_root", self.pipeline_name)
+
+    @property
+    def metadata_path(self) -> str:
+        return os.path.join(self.workdir, "metadata", f"{self.pipeline_name}.sqlite")
+
+    @property
+    def serving_model_dir(self) -> str:
+        """`<serving base>/<model name>`: the folder TF Serving's model base_path points at."""
+        return os.path.join(self.workdir, "serving", self.model_name)
+
+    def beam_pipeline_args(self) -> list[str]:
+        args = [f"--direct_running_mode={self.beam_mode}"]
+        workers = self.beam_workers or (os.cpu_count() or 1)
+        if self.beam_mode == "multi_processing":
+            args.append(f"--direct_num_workers={workers}")
+        return args
+
+
+# Relative to the config file. `workdir` stays relative to where the command runs.
+_PATH_FIELDS = ("data_root", "schema_path")
+
+
+def _check_type(name: str, value: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}: {value!r} is not one of {list(args)}")
+        return value
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _check_type(name, value, inner[0])
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return tuple(_check_type(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value))
+    if origin in (Mapping, dict) or hint is Mapping:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        return dict(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool):
+        if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+            raise ConfigError(f"{name}: expected {hint.__name__}, got {value!r}")
+        return value
+    return value
+
+
+def from_dict(values: Mapping[str, Any], base_dir: str = ".") -> PipelineConfig:
+    """Builds and validates a config.
+
+    Raises:
+      ConfigError: unknown or missing field, wrong type, or a value out of range.
+    """
+    hints = typing.get_type_hints(PipelineConfig)
+    fields = {f.name: f for f in dataclasses.fields(PipelineConfig)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+    missing = sorted(
+        n
+        for n, f in fields.items()
+        if n not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    )
+    if missing:
+        raise ConfigError(f"missing config field(s): {', '.join(missing)}")
+    checked = {n: _check_type(n, v, hints[n]) for n, v in values.items()}
+    for name in _PATH_FIELDS:
+        if name in checked and not os.path.isabs(checked[name]):
+            checked[name] = os.path.normpath(os.path.join(base_dir, checked[name]))
+    config = PipelineConfig(**checked)
+    validate(config)
+    return config
+
+
+def validate(config: PipelineConfig) -> None:
+    """Range checks that types alone cannot express.
+
+    Raises:
+      ConfigError: naming the field.
+    """
+    for name in ("window_spans", "train_steps", "eval_steps"):
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name}: must be at least 1, got {getattr(config, name)}")
+    for name in ("min_auc", "min_accuracy"):
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise ConfigError(f"{name}: must be within [0, 1], got {getattr(config, name)}")
+    if config.max_auc_decrease < 0:
+        raise ConfigError(f"max_auc_decrease: must be >= 0, got {config.max_auc_decrease}")
+    if config.beam_workers < 0:
+        raise ConfigError(f"beam_workers: must be >= 0, got {config.beam_workers}")
+    for name in ("preprocessing_fn", "run_fn"):
+        if "." not in getattr(config, name):
+            raise ConfigError(f"{name}: expected a dotted path module.function")
+
+
+def load(path: str, overrides: Mapping[str, Any] | None = None) -> PipelineConfig:
+    """Loads a YAML config; `overrides` (already typed values) win over the file.
+
+    Raises:
+      ConfigError: unreadable file or invalid values.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config {path} is not valid YAML: {e}") from e
+    if not isinstance(values, dict):
+        raise ConfigError(f"config {path} must be a mapping of field: value")
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return from_dict(values, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+def replace(config: PipelineConfig, **changes: Any) -> PipelineConfig:
+    """`dataclasses.replace` plus validation."""
+    new = dataclasses.replace(config, **changes)
+    validate(new)
+    return new

@@ -1,0 +1,227 @@
+"""The one pipeline factory: `create_pipeline(config)`, shared by every runner."""
+
+from __future__ import annotations
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+
+from components.atomic_pusher.component import AtomicPusher
+from components.data_gate import DataGate
+from components.span_window import SpanWindowStrategy
+from pipelines.config import PipelineConfig
+from retrain import spans
+
+# How far back the drift baseline may be: the newest span ingested within a year before.
+_BASELINE_LOOKBACK_MONTHS = 12
+
+
+def _overall_only(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThreshold:
+    """Applies a threshold to the overall slice only: a slice of three trips has no
+    meaningful AUC and must not veto a model; per-slice metrics are still computed."""
+    return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
+
+
+def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
+    """AUC and accuracy, overall and per slice, with value and change-vs-baseline thresholds."""
+    return tfma.EvalConfig(
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name="serving_default",
+                label_key=config.label_key,
+                preprocessing_function_names=["transform_features"],
+            )
+        ],
+        slicing_specs=[tfma.SlicingSpec()]
+        + [tfma.SlicingSpec(feature_keys=[f]) for f in config.slice_features],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(class_name="ExampleCount"),
+                    tfma.MetricConfig(
+                        class_name="AUC",
+                        per_slice_thresholds=[
+                            _overall_only(
+                                tfma.MetricThreshold(
+                                    value_threshold=tfma.GenericValueThreshold(
+                                        lower_bound={"value": config.min_auc}
+                                    ),
+                                    change_threshold=tfma.GenericChangeThreshold(
+                                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                                        absolute={"value": -config.max_auc_decrease},
+                                    ),
+                                )
+                            )
+                        ],
+                    ),
+                    tfma.MetricConfig(
+                        class_name="BinaryAccuracy",
+                        per_slice_thresholds=[
+                            _overall_only(
+                                tfma.MetricThreshold(
+                                    value_threshold=tfma.GenericValueThreshold(
+                                        lower_bound={"value": config.min_accuracy}
+                                    )
+                                )
+                            )
+                        ],
+                    ),
+                ]
+            )
+        ],
+    )
+
+
+def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
+    """Builds the retraining pipeline for one span.
+
+    Args:
+      config: a validated config whose `span` is set (runners resolve "latest").
+
+    Returns:
+      The TFX pipeline: ingest the span, validate it, gate, transform the window of
+      recent spans, train, evaluate against the last blessed model, push if blessed.
+
+    Raises:
+      ValueError: `config.span` is not set.
+    """
+    if config.span is None:
+        raise ValueError("create_pipeline needs config.span; resolve the latest span first")
+    span = config.span
+
+    # Ingest exactly one span, the way a scheduled run receives new data.
+    example_gen = tfx.components.CsvExampleGen(
+        input_base=config.data_root,
+        input_config=tfx.proto.Input(
+            splits=[tfx.proto.Input.Split(name="single_split", pattern=spans.SPAN_GLOB)]
+        ),
+        output_config=tfx.proto.Output(
+            split_config=tfx.proto.SplitConfig(
+                splits=[
+                    tfx.proto.SplitConfig.Split(name="train", hash_buckets=3),
+                    tfx.proto.SplitConfig.Split(name="eval", hash_buckets=1),
+                ]
+            )
+        ),
+        range_config=tfx.proto.RangeConfig(
+            static_range=tfx.proto.StaticRange(start_span_number=span, end_span_number=span)
+        ),
+    )
+
+    # Statistics of the new span: input to validation, drift checks and reports.
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+
+    # The curated schema is imported, never re-inferred (`retrain schema infer` bootstraps it).
+    schema_importer = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
+
+    # Schema anomalies of the new span.
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_importer.outputs["schema"],
+    )
+
+    # Previous span's statistics (ingested by an earlier run) as the drift baseline.
+    baseline_stats_resolver = tfx.dsl.Resolver(
+        strategy_class=SpanWindowStrategy,
+        config={
+            "start_span": spans.shift_span(span, -_BASELINE_LOOKBACK_MONTHS),
+            "end_span": spans.shift_span(span, -1),
+            "max_spans": 1,
+        },
+        statistics=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.ExampleStatistics,
+            producer_component_id=statistics_gen.id,
+            output_key="statistics",
+        ),
+    ).with_id("baseline_stats_resolver")
+
+    # Stops the run before Transform/Trainer on anomalies or drift beyond the schema's thresholds.
+    data_gate = DataGate(
+        examples=example_gen.outputs["examples"],
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_importer.outputs["schema"],
+        anomalies=example_validator.outputs["anomalies"],
+        baseline_statistics=baseline_stats_resolver.outputs["statistics"],
+    )
+
+    # The training window: the newest ingestion of each span in the last `window_spans` months.
+    first, last = spans.window(span, config.window_spans)
+    window_resolver = tfx.dsl.Resolver(
+        strategy_class=SpanWindowStrategy,
+        config={"start_span": first, "end_span": last},
+        examples=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.Examples,
+            producer_component_id=example_gen.id,
+            output_key="examples",
+        ),
+    ).with_id("span_window_resolver")
+    window_resolver.add_upstream_node(data_gate)
+
+    # Feature engineering over the window; its graph is embedded in the serving model.
+    transform = tfx.components.Transform(
+        examples=window_resolver.outputs["examples"],
+        schema=schema_importer.outputs["schema"],
+        preprocessing_fn=config.preprocessing_fn,
+    )
+
+    # Trains on the transformed window.
+    trainer = tfx.components.Trainer(
+        run_fn=config.run_fn,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_importer.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
+        custom_config={"hparams": dict(config.hparams)},
+    )
+
+    # The last blessed model is the baseline the candidate must not fall behind.
+    model_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+
+    # Candidate vs baseline on the eval splits of the window (the new span included): records
+    # hash to the same split in every run, so neither model has trained on them.
+    evaluator = tfx.components.Evaluator(
+        examples=window_resolver.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=model_resolver.outputs["model"],
+        eval_config=_eval_config(config),
+    )
+
+    # Only a blessed model is pushed; otherwise the Pusher node is skipped, not run.
+    with tfx.dsl.Cond(evaluator.outputs["blessing"].future()[0].custom_property("blessed") == 1):
+        pusher = AtomicPusher(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            push_destination=tfx.proto.PushDestination(
+                filesystem=tfx.proto.PushDestination.Filesystem(
+                    base_directory=config.serving_model_dir
+                )
+            ),
+        )
+
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        components=[
+            example_gen,
+            statistics_gen,
+            schema_importer,
+            example_validator,
+            baseline_stats_resolver,
+            data_gate,
+            window_resolver,
+            transform,
+            trainer,
+            model_resolver,
+            evaluator,
+            pusher,
+        ],
+        enable_cache=config.enable_cache,
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            config.metadata_path
+        ),
+        beam_pipeline_args=config.beam_pipeline_args(),
+    )

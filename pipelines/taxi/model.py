@@ -1,0 +1,144 @@
+"""Taxi model: a wide-and-deep Keras classifier. TFX Trainer calls `run_fn`.
+
+The exported SavedModel's `serving_default` signature takes serialized raw
+`tf.Example`s and applies the Transform graph itself, so serving sees exactly the
+preprocessing that training saw (no training/serving skew).
+"""
+
+import dataclasses
+import logging
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_transform as tft
+from tfx import v1 as tfx
+from tfx_bsl.public import tfxio
+
+from pipelines.taxi import features
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """Model settings; overridable from the pipeline config (Trainer custom_config)."""
+
+    hidden_units: tuple[int, ...] = (64, 32, 16)
+    learning_rate: float = 0.001
+    batch_size: int = 64
+
+    @classmethod
+    def from_custom_config(cls, custom_config: dict[str, Any] | None) -> "HParams":
+        known = {f.name for f in dataclasses.fields(cls)}
+        given = dict((custom_config or {}).get("hparams", {}))
+        unknown = set(given) - known
+        if unknown:
+            raise ValueError(f"unknown taxi hparams: {sorted(unknown)}; known: {sorted(known)}")
+        if "hidden_units" in given:
+            given["hidden_units"] = tuple(given["hidden_units"])
+        return cls(**given)
+
+
+def _build_model(vocab_sizes: dict[str, int], hparams: HParams) -> tf.keras.Model:
+    """Builds the compiled model from plain sizes (testable without a Transform output)."""
+    dense_in = {
+        name: tf.keras.layers.Input(name=name, shape=(1,), dtype=tf.float32)
+        for name in features.transformed_names(features.DENSE_FLOAT_FEATURE_KEYS)
+    }
+    int_in = {
+        name: tf.keras.layers.Input(name=name, shape=(1,), dtype=tf.int64)
+        for name in features.transformed_names(
+            features.VOCAB_FEATURE_KEYS
+            + features.BUCKET_FEATURE_KEYS
+            + list(features.CATEGORICAL_FEATURE_MAX_VALUES)
+        )
+    }
+    widths = {
+        **{
+            features.transformed_name(k): vocab_sizes[k] + features.OOV_SIZE
+            for k in features.VOCAB_FEATURE_KEYS
+        },
+        **{
+            features.transformed_name(k): features.FEATURE_BUCKET_COUNT
+            for k in features.BUCKET_FEATURE_KEYS
+        },
+        **{
+            features.transformed_name(k): n
+            for k, n in features.CATEGORICAL_FEATURE_MAX_VALUES.items()
+        },
+    }
+    deep = tf.keras.layers.concatenate(list(dense_in.values()))
+    for units in hparams.hidden_units:
+        deep = tf.keras.layers.Dense(units, activation="relu")(deep)
+    wide = tf.keras.layers.concatenate(
+        [
+            tf.keras.layers.CategoryEncoding(num_tokens=widths[name], output_mode="one_hot")(
+                inp
+            )
+            for name, inp in int_in.items()
+        ]
+    )
+    # Output stays float32 even under a mixed-precision policy.
+    output = tf.keras.layers.Dense(1, activation="sigmoid", dtype="float32")(
+        tf.keras.layers.concatenate([deep, wide])
+    )
+    model = tf.keras.Model({**dense_in, **int_in}, output)
+    model.compile(
+        loss="binary_crossentropy",
+        optimizer=tf.keras.optimizers.Adam(learning_rate=hparams.learning_rate),
+        metrics=[tf.keras.metrics.BinaryAccuracy(), tf.keras.metrics.AUC(name="auc")],
+    )
+    return model
+
+
+def build_model(tft_output: tft.TFTransformOutput, hparams: HParams) -> tf.keras.Model:
+    """Adapts `_build_model` to a Transform output (vocabulary sizes)."""
+    vocab_sizes = {
+        k: tft_output.vocabulary_size_by_name(k) for k in features.VOCAB_FEATURE_KEYS
+    }
+    return _build_model(vocab_sizes, hparams)
+
+
+def _input_fn(file_pattern, data_accessor, tft_output, batch_size: int) -> tf.data.Dataset:
+    return data_accessor.tf_dataset_factory(
+        file_pattern,
+        tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=features.LABEL_XF),
+        tft_output.transformed_metadata.schema,
+    ).repeat()
+
+
+def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput) -> dict:
+    """`serving_default` (raw examples -> probability) and `transform_features` (for TFMA)."""
+    model.tft_layer = tft_output.transform_features_layer()
+    raw_spec = tft_output.raw_feature_spec()
+    serving_spec = {k: v for k, v in raw_spec.items() if k != features.LABEL_KEY}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_tf_examples(serialized):
+        transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
+        return {"outputs": model(transformed)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def transform_features(serialized):
+        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
+
+    return {"serving_default": serve_tf_examples, "transform_features": transform_features}
+
+
+def run_fn(fn_args: tfx.components.FnArgs) -> None:
+    """Trains on the transformed window of spans and exports the serving SavedModel."""
+    hparams = HParams.from_custom_config(fn_args.custom_config)
+    tft_output = tft.TFTransformOutput(fn_args.transform_output)
+    train_ds = _input_fn(fn_args.train_files, fn_args.data_accessor, tft_output, hparams.batch_size)
+    eval_ds = _input_fn(fn_args.eval_files, fn_args.data_accessor, tft_output, hparams.batch_size)
+    model = build_model(tft_output, hparams)
+    model.fit(
+        train_ds,
+        steps_per_epoch=fn_args.train_steps,
+        validation_data=eval_ds,
+        validation_steps=fn_args.eval_steps,
+        callbacks=[tf.keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir)],
+        verbose=2,
+    )
+    logging.info("Exporting serving model to %s", fn_args.serving_model_dir)
+    tf.saved_model.save(
+        model, fn_args.serving_model_dir, signatures=_serving_signatures(model, tft_output)
+    )

@@ -1,0 +1,1 @@
+"""The `retrain` product: CLI, span layout and the node-by-node TFX runner."""

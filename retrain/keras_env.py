@@ -1,0 +1,32 @@
+"""Pins every entry point to Keras 2 (tf-keras) before TensorFlow is imported.
+
+TFX 1.16's Transform/Trainer/TFMA path is tested with Keras 2; TF 2.16's default
+`tf.keras` is Keras 3, under which the stock taxi example fails ("`inputs` not
+connected to `outputs`"). TensorFlow reads TF_USE_LEGACY_KERAS once, at import,
+so this module must be imported before anything imports TensorFlow.
+"""
+
+import os
+import sys
+
+LEGACY_KERAS_VAR = "TF_USE_LEGACY_KERAS"
+
+
+def ensure_legacy_keras() -> None:
+    """Routes `tf.keras` to tf-keras, or fails if TensorFlow was imported too early.
+
+    Raises:
+      RuntimeError: TensorFlow is already imported with Keras 3 behind `tf.keras`.
+    """
+    if os.environ.get(LEGACY_KERAS_VAR) == "1":
+        return
+    if "tensorflow" in sys.modules:
+        raise RuntimeError(
+            "TensorFlow was imported before retrain.keras_env; set "
+            f"{LEGACY_KERAS_VAR}=1 or import retrain first."
+        )
+    # Child processes (Beam workers, node subprocesses) inherit it, which is the point.
+    os.environ[LEGACY_KERAS_VAR] = "1"
+
+
+ensure_legacy_keras()

@@ -1,0 +1,145 @@
+"""Runs pipeline nodes from compiled IR through TFX's portable launcher, one at a time.
+
+This is what `LocalDagRunner` does internally, opened up so that a caller sees each
+node's outcome (complete, cached, skipped, failed) and its output URIs: the local CLI
+uses it for progress, and an orchestrator task can run exactly one node of the IR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Callable, Iterable
+
+from ml_metadata.proto import metadata_store_pb2
+from tfx.dsl.compiler import compiler
+from tfx.orchestration import metadata
+from tfx.orchestration.local import runner_utils
+from tfx.orchestration.portable import launcher, runtime_parameter_utils
+from tfx.orchestration.portable.mlmd import execution_lib
+from tfx.proto.orchestration import pipeline_pb2
+
+_STATE = metadata_store_pb2.Execution.State
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeResult:
+    """What one node did. `status` is complete, cached, skipped or failed."""
+
+    node_id: str
+    status: str
+    execution_id: int | None = None
+    outputs: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    error: str | None = None
+
+
+def compile_pipeline(pipeline) -> pipeline_pb2.Pipeline:
+    """Compiles a `tfx.dsl.Pipeline` to its IR (sync mode)."""
+    return compiler.Compiler().compile(pipeline)
+
+
+def new_run_id() -> str:
+    return dt.datetime.now().isoformat(timespec="microseconds")
+
+
+def bind_run_id(ir: pipeline_pb2.Pipeline, run_id: str) -> pipeline_pb2.Pipeline:
+    """Returns a copy of the IR with the pipeline run id fixed (nodes share one run context)."""
+    bound = pipeline_pb2.Pipeline()
+    bound.CopyFrom(ir)
+    runtime_parameter_utils.substitute_runtime_parameter(
+        bound, {"pipeline-run-id": run_id}
+    )
+    return bound
+
+
+def node_ids(ir: pipeline_pb2.Pipeline) -> list[str]:
+    """Node ids in the IR's topological order."""
+    return [n.pipeline_node.node_info.id for n in ir.nodes]
+
+
+def _connection_config(ir: pipeline_pb2.Pipeline):
+    deployment = runner_utils.extract_local_deployment_config(ir)
+    conn = deployment.metadata_connection_config
+    return getattr(conn, conn.WhichOneof("connection_config")), deployment
+
+
+def _outputs(m: metadata.Metadata, execution_id: int) -> dict[str, list[str]]:
+    events = m.store.get_events_by_execution_ids([execution_id])
+    ids = {}
+    for e in events:
+        if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT):
+            key = e.path.steps[0].key if e.path.steps else ""
+            ids.setdefault(key, []).append(e.artifact_id)
+    by_id = {a.id: a.uri for a in m.store.get_artifacts_by_id([i for v in ids.values() for i in v])}
+    return {k: [by_id[i] for i in v if i in by_id] for k, v in ids.items()}
+
+
+def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
+    """Runs one node of a run-id-bound IR and reports what happened.
+
+    Raises:
+      KeyError: no such node.
+      Exception: whatever the node's executor raised (the execution is marked failed in MLMD).
+    """
+    nodes = {n.pipeline_node.node_info.id: n.pipeline_node for n in ir.nodes}
+    if node_id not in nodes:
+        raise KeyError(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(nodes)}")
+    node = nodes[node_id]
+    connection_config, deployment = _connection_config(ir)
+    start = dt.datetime.now()
+    component_launcher = launcher.Launcher(
+        pipeline_node=node,
+        mlmd_connection=metadata.Metadata(connection_config),
+        pipeline_info=ir.pipeline_info,
+        pipeline_runtime_spec=ir.runtime_spec,
+        executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
+        custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
+    )
+    info = component_launcher.launch()
+    seconds = (dt.datetime.now() - start).total_seconds()
+    if info is None or info.execution_id is None:
+        return NodeResult(node_id, "skipped", seconds=seconds)
+    with metadata.Metadata(connection_config) as m:
+        [execution] = m.store.get_executions_by_id([info.execution_id])
+        status = "cached" if execution.last_known_state == _STATE.CACHED else "complete"
+        if not execution_lib.is_execution_successful(execution):
+            status = "failed"
+        return NodeResult(node_id, status, info.execution_id, _outputs(m, info.execution_id), seconds)
+
+
+def run_pipeline(
+    ir: pipeline_pb2.Pipeline,
+    run_id: str,
+    on_start: Callable[[int, int, str], None] = lambda i, n, node: None,
+    on_end: Callable[[int, int, NodeResult], None] = lambda i, n, result: None,
+    only: Iterable[str] | None = None,
+) -> list[NodeResult]:
+    """Runs every node (or only those named) in topological order; stops at the first failure.
+
+    Returns:
+      One result per node attempted; the last is `failed` if a node raised.
+    """
+    bound = bind_run_id(ir, run_id)
+    wanted = set(only) if only is not None else None
+    ids = [n for n in node_ids(bound) if wanted is None or n in wanted]
+    results = []
+    for i, node_id in enumerate(ids, 1):
+        on_start(i, len(ids), node_id)
+        start = dt.datetime.now()
+        try:
+            result = run_node(bound, node_id)
+        except Exception as e:  # the node's own error: report it, stop the run
+            logging.exception("Node %s failed", node_id)
+            result = NodeResult(
+                node_id,
+                "failed",
+                seconds=(dt.datetime.now() - start).total_seconds(),
+                error=f"{type(e).__name__}: {e}",
+            )
+        results.append(result)
+        on_end(i, len(ids), result)
+        if result.status == "failed":
+            break
+    return results

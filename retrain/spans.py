@@ -1,0 +1,158 @@
+"""Monthly span layout: `<data_root>/span-YYYYMM/data.csv`, one folder per month.
+
+Span numbers are YYYYMM integers, so they sort in time order and read as dates in
+MLMD, the CLI and the Airflow UI. TFX's CsvExampleGen finds them with the input
+pattern `span-{SPAN}/*.csv`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import os
+import re
+from collections import defaultdict
+from typing import Iterable
+
+SPAN_DIR_PREFIX = "span-"
+SPAN_GLOB = SPAN_DIR_PREFIX + "{SPAN}/*.csv"
+_SPAN_DIR_RE = re.compile(r"^span-(\d{6})$")
+
+
+class SpanError(ValueError):
+    """A data folder or span that cannot be used."""
+
+
+def parse_span(text: str | int) -> int:
+    """Parses `YYYYMM`, `YYYY-MM` or an int into a span number.
+
+    Raises:
+      SpanError: not a valid month.
+    """
+    s = str(text).strip().replace("-", "")
+    if not re.fullmatch(r"\d{6}", s) or not 1 <= int(s[4:]) <= 12:
+        raise SpanError(f"span {text!r} is not a month; use YYYYMM, e.g. 201612")
+    return int(s)
+
+
+def shift_span(span: int, months: int) -> int:
+    """Returns the span `months` months after `span` (negative: before)."""
+    year, month = divmod(span, 100)
+    index = year * 12 + (month - 1) + months
+    return (index // 12) * 100 + index % 12 + 1
+
+
+def window(span: int, num_spans: int) -> tuple[int, int]:
+    """Returns (first, last) span of the `num_spans` months ending at `span`."""
+    if num_spans < 1:
+        raise SpanError(f"window must cover at least one span, got {num_spans}")
+    return shift_span(span, -(num_spans - 1)), span
+
+
+def list_spans(data_root: str) -> list[int]:
+    """Lists the spans present under `data_root`, oldest first.
+
+    Raises:
+      SpanError: the folder is missing or holds no span folder.
+    """
+    if not os.path.isdir(data_root):
+        raise SpanError(f"data folder {data_root!r} does not exist")
+    spans = sorted(
+        int(m.group(1))
+        for name in os.listdir(data_root)
+        if (m := _SPAN_DIR_RE.match(name)) and os.path.isdir(os.path.join(data_root, name))
+    )
+    if not spans:
+        raise SpanError(
+            f"data folder {data_root!r} holds no span folders (expected span-YYYYMM/*.csv)"
+        )
+    return spans
+
+
+def span_dir(data_root: str, span: int) -> str:
+    return os.path.join(data_root, f"{SPAN_DIR_PREFIX}{span}")
+
+
+def resolve_span(data_root: str, span: int | None) -> int:
+    """Returns `span`, or the latest one, after checking its folder holds readable CSV.
+
+    Raises:
+      SpanError: unknown span, empty span folder, or a CSV without a header row.
+    """
+    spans = list_spans(data_root)
+    if span is None:
+        span = spans[-1]
+    elif span not in spans:
+        raise SpanError(
+            f"span {span} not found under {data_root!r}; available: {spans[0]}..{spans[-1]}"
+            f" ({len(spans)} spans)"
+        )
+    check_span_csv(span_dir(data_root, span))
+    return span
+
+
+def check_span_csv(folder: str) -> None:
+    """Fails early on a span whose CSV files are missing, empty or unreadable.
+
+    Raises:
+      SpanError: naming the file and the problem.
+    """
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".csv"))
+    if not files:
+        raise SpanError(f"span folder {folder!r} holds no .csv file")
+    header = None
+    for name in files:
+        path = os.path.join(folder, name)
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                rows = csv.reader(f)
+                first = next(rows, None)
+                second = next(rows, None)
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise SpanError(f"cannot read {path}: {e}") from e
+        if not first or second is None:
+            raise SpanError(f"{path} has no data rows (a header and at least one row expected)")
+        if header is not None and first != header:
+            raise SpanError(f"{path} has a different header from the other files of its span")
+        header = first
+
+
+def split_csv_by_month(
+    csv_path: str, out_root: str, timestamp_column: str = "trip_start_timestamp"
+) -> dict[int, int]:
+    """Splits one CSV into monthly span folders by a Unix-seconds timestamp column.
+
+    Existing span folders are left alone (never overwritten); returns rows per span written.
+
+    Raises:
+      SpanError: the column is missing or a span folder already exists.
+    """
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        if timestamp_column not in header:
+            raise SpanError(f"{csv_path} has no column {timestamp_column!r}")
+        col = header.index(timestamp_column)
+        by_span: dict[int, list[list[str]]] = defaultdict(list)
+        for row in reader:
+            when = dt.datetime.fromtimestamp(int(row[col]), tz=dt.timezone.utc)
+            by_span[when.year * 100 + when.month].append(row)
+    clashes = [s for s in by_span if os.path.exists(span_dir(out_root, s))]
+    if clashes:
+        raise SpanError(f"span folders already exist under {out_root!r}: {sorted(clashes)}")
+    for span, rows in sorted(by_span.items()):
+        write_span(out_root, span, header, rows)
+    return {s: len(r) for s, r in sorted(by_span.items())}
+
+
+def write_span(out_root: str, span: int, header: list[str], rows: Iterable[list[str]]) -> str:
+    """Writes one span folder atomically (a half-written span is never visible)."""
+    final = span_dir(out_root, span)
+    tmp = final + ".tmp"
+    os.makedirs(tmp, exist_ok=True)
+    with open(os.path.join(tmp, "data.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    os.rename(tmp, final)
+    return final

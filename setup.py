@@ -1,0 +1,17 @@
+"""Packaging for the TFX runtime: the project's own packages and the `retrain` console script.
+
+Dependencies are pinned in requirements/tfx.lock (installed by `make venv`), not here,
+so that `pip install -e .` never re-resolves TFX's dependency tree.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tfx-retrain",
+    version="0.1.0",
+    description="Scheduled, governed retraining of TensorFlow models with TFX and Airflow",
+    python_requires=">=3.10,<3.11",
+    packages=find_packages(include=["retrain*", "pipelines*", "components*"]),
+    package_data={"pipelines": ["*/config.yaml"]},
+    entry_points={"console_scripts": ["retrain = retrain.cli:main"]},
+)
