@@ -1,11 +1,12 @@
 """DataGate: stops a run before Transform/Trainer when the new span is not fit to train on.
 
 It blocks on (a) the schema anomalies ExampleValidator found in the new span and (b)
-drift of the new span against the previous span, measured with the comparators and
-thresholds the curated schema sets (`drift_comparator` with `jensen_shannon_divergence`
-or `infinity_norm`). The report (`report.json`, plus the drift anomalies as text) is
-written whether it passes or not; a failing gate then raises, which fails the node so
-nothing downstream runs.
+drift of the new span against the last earlier span that passed the gate, measured with
+the comparators and thresholds the curated schema sets (`drift_comparator` with
+`jensen_shannon_divergence` or `infinity_norm`). `report.json` is written whether it
+passes or not; a failing gate then raises, which fails the node so nothing downstream
+runs and no report artifact is published. Published reports therefore mean "passed",
+and carry the span's statistics for the next span's drift check.
 """
 
 import json
@@ -20,6 +21,7 @@ from tfx.types.artifact import Artifact
 from tfx.utils import io_utils
 
 REPORT_FILE = "report.json"
+BASELINE_STATS_FILE = "FeatureStats.pb"
 
 
 class DataGateReport(Artifact):
@@ -28,8 +30,18 @@ class DataGateReport(Artifact):
     TYPE_NAME = "DataGateReport"
 
 
+def is_gate_stop(exc: BaseException | None) -> bool:
+    """True when a node failed because the gate refused the data (not a crash in the gate)."""
+    return isinstance(exc, DataGateError)
+
+
 class DataGateError(RuntimeError):
     """The new span failed the data gate; the message names the features."""
+
+    def __init__(self, message: str, report_path: str, blocking_features: list[str]):
+        super().__init__(message)
+        self.report_path = report_path
+        self.blocking_features = blocking_features
 
 
 def _split_uri(artifact, split: str) -> str:
@@ -132,32 +144,30 @@ def DataGate(
     schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
     anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
     report: tfx.dsl.components.OutputArtifact[DataGateReport],
-    # Optional: None on the first span, or when no earlier span was ingested.
-    baseline_statistics: tfx.dsl.components.InputArtifact[
-        tfx.types.standard_artifacts.ExampleStatistics
-    ] = None,
+    # The report of the last earlier span that passed the gate; None on the first span.
+    baseline: tfx.dsl.components.InputArtifact[DataGateReport] = None,
     drift_split: tfx.dsl.components.Parameter[str] = "train",
 ) -> None:
     """Passes the new span on, or fails the run naming the features that stopped it."""
     schema_proto = tfdv.load_schema_text(io_utils.get_only_uri_in_dir(schema.uri))
     current = tfdv.load_stats_binary(os.path.join(_split_uri(statistics, drift_split), "FeatureStats.pb"))
-    baseline = None
-    if baseline_statistics is not None:
-        baseline = tfdv.load_stats_binary(
-            os.path.join(_split_uri(baseline_statistics, drift_split), "FeatureStats.pb")
-        )
+    baseline_stats = None
+    if baseline is not None:
+        baseline_stats = tfdv.load_stats_binary(os.path.join(baseline.uri, BASELINE_STATS_FILE))
     by_split = {}
     for split in artifact_utils.decode_split_names(anomalies.split_names):
         path = os.path.join(_split_uri(anomalies, split), "SchemaDiff.pb")
         by_split[split] = anomalies_util.load_anomalies_binary(path) if os.path.exists(path) else anomalies_pb2.Anomalies()
-    result = evaluate_gate(current, schema_proto, by_split, baseline)
+    result = evaluate_gate(current, schema_proto, by_split, baseline_stats)
     span = examples.get_int_custom_property("span")
     result["span"] = span
-    result["baseline_span"] = (
-        baseline_statistics.get_int_custom_property("span") if baseline_statistics else None
-    )
+    result["baseline_span"] = baseline.get_int_custom_property("span") if baseline else None
+    result["drift_split"] = drift_split
     path = os.path.join(report.uri, REPORT_FILE)
     os.makedirs(report.uri, exist_ok=True)
+    # Kept with the report: the next span's drift baseline, if this span passes.
+    with open(os.path.join(report.uri, BASELINE_STATS_FILE), "wb") as f:
+        f.write(current.SerializeToString())
     with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, sort_keys=True)
     report.set_int_custom_property("passed", int(result["passed"]))
@@ -172,5 +182,7 @@ def DataGate(
             for e in result["anomalies"]
         )
         raise DataGateError(
-            f"span {span} stopped by the data gate: {details}. Report: {path}"
+            f"span {span} stopped by the data gate: {details}. Report: {path}",
+            report_path=path,
+            blocking_features=result["blocking_features"],
         )

@@ -6,7 +6,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.atomic_pusher.component import AtomicPusher
-from components.data_gate import DataGate
+from components.data_gate import DataGate, DataGateReport
 from components.span_window import SpanWindowStrategy
 from pipelines.config import PipelineConfig
 from retrain import spans
@@ -119,20 +119,18 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         schema=schema_importer.outputs["schema"],
     )
 
-    # Previous span's statistics (ingested by an earlier run) as the drift baseline.
-    baseline_stats_resolver = tfx.dsl.Resolver(
+    # The last earlier span that passed the gate: its statistics are the drift baseline.
+    baseline_resolver = tfx.dsl.Resolver(
         strategy_class=SpanWindowStrategy,
         config={
             "start_span": spans.shift_span(span, -_BASELINE_LOOKBACK_MONTHS),
             "end_span": spans.shift_span(span, -1),
             "max_spans": 1,
         },
-        statistics=tfx.dsl.Channel(
-            type=tfx.types.standard_artifacts.ExampleStatistics,
-            producer_component_id=statistics_gen.id,
-            output_key="statistics",
+        report=tfx.dsl.Channel(
+            type=DataGateReport, producer_component_id="DataGate", output_key="report"
         ),
-    ).with_id("baseline_stats_resolver")
+    ).with_id("baseline_resolver")
 
     # Stops the run before Transform/Trainer on anomalies or drift beyond the schema's thresholds.
     data_gate = DataGate(
@@ -140,18 +138,22 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_importer.outputs["schema"],
         anomalies=example_validator.outputs["anomalies"],
-        baseline_statistics=baseline_stats_resolver.outputs["statistics"],
+        baseline=baseline_resolver.outputs["report"],
     )
 
-    # The training window: the newest ingestion of each span in the last `window_spans` months.
+    # The training window: the newest ingestion of each span of the last `window_spans`
+    # months that passed the gate (this span included: the gate ran first).
     first, last = spans.window(span, config.window_spans)
     window_resolver = tfx.dsl.Resolver(
         strategy_class=SpanWindowStrategy,
-        config={"start_span": first, "end_span": last},
+        config={"start_span": first, "end_span": last, "require_key": "reports"},
         examples=tfx.dsl.Channel(
             type=tfx.types.standard_artifacts.Examples,
             producer_component_id=example_gen.id,
             output_key="examples",
+        ),
+        reports=tfx.dsl.Channel(
+            type=DataGateReport, producer_component_id="DataGate", output_key="report"
         ),
     ).with_id("span_window_resolver")
     window_resolver.add_upstream_node(data_gate)
@@ -210,7 +212,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             statistics_gen,
             schema_importer,
             example_validator,
-            baseline_stats_resolver,
+            baseline_resolver,
             data_gate,
             window_resolver,
             transform,

@@ -27,6 +27,9 @@ def ensure_legacy_keras() -> None:
         )
     # Child processes (Beam workers, node subprocesses) inherit it, which is the point.
     os.environ[LEGACY_KERAS_VAR] = "1"
+    # TensorFlow 2.16's C++ start-up lines (CUDA probing, duplicate cuFFT/cuDNN factory
+    # registration) are harmless noise in a CLI; a user can set the variable to see them.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 ensure_legacy_keras()

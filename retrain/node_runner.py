@@ -30,9 +30,12 @@ class NodeResult:
     node_id: str
     status: str
     execution_id: int | None = None
-    outputs: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # Output key -> artifacts as {"id": MLMD artifact id, "uri": ...}.
+    outputs: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
+    inputs: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     error: str | None = None
+    exception: BaseException | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def compile_pipeline(pipeline) -> pipeline_pb2.Pipeline:
@@ -65,15 +68,20 @@ def _connection_config(ir: pipeline_pb2.Pipeline):
     return getattr(conn, conn.WhichOneof("connection_config")), deployment
 
 
-def _outputs(m: metadata.Metadata, execution_id: int) -> dict[str, list[str]]:
+_OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+_INPUT_EVENTS = (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
+
+
+def _artifacts(m: metadata.Metadata, execution_id: int, event_types) -> dict[str, list[dict]]:
+    """Artifacts an execution consumed or produced, by key, as {"id", "uri"}."""
     events = m.store.get_events_by_execution_ids([execution_id])
     ids = {}
     for e in events:
-        if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT):
+        if e.type in event_types:
             key = e.path.steps[0].key if e.path.steps else ""
             ids.setdefault(key, []).append(e.artifact_id)
     by_id = {a.id: a.uri for a in m.store.get_artifacts_by_id([i for v in ids.values() for i in v])}
-    return {k: [by_id[i] for i in v if i in by_id] for k, v in ids.items()}
+    return {k: [{"id": i, "uri": by_id[i]} for i in v if i in by_id] for k, v in ids.items()}
 
 
 def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
@@ -106,7 +114,14 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
         status = "cached" if execution.last_known_state == _STATE.CACHED else "complete"
         if not execution_lib.is_execution_successful(execution):
             status = "failed"
-        return NodeResult(node_id, status, info.execution_id, _outputs(m, info.execution_id), seconds)
+        return NodeResult(
+            node_id,
+            status,
+            info.execution_id,
+            outputs=_artifacts(m, info.execution_id, _OUTPUT_EVENTS),
+            inputs=_artifacts(m, info.execution_id, _INPUT_EVENTS),
+            seconds=seconds,
+        )
 
 
 def run_pipeline(
@@ -137,6 +152,7 @@ def run_pipeline(
                 "failed",
                 seconds=(dt.datetime.now() - start).total_seconds(),
                 error=f"{type(e).__name__}: {e}",
+                exception=e,
             )
         results.append(result)
         on_end(i, len(ids), result)

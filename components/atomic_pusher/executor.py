@@ -7,6 +7,7 @@ filesystem (`<base>/.staging-<version>-<pid>`, not numeric, so never loaded) and
 one `os.rename` makes the complete version visible.
 """
 
+import json
 import logging
 import os
 import re
@@ -21,6 +22,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
 _NUMERIC = re.compile(r"^\d+$")
+# Written into each pushed version (TF Serving ignores assets.extra/ except warm-up files).
+PUSH_INFO = os.path.join("assets.extra", "push_info.json")
 
 
 def existing_versions(base_directory: str) -> list[int]:
@@ -37,7 +40,22 @@ def next_version(base_directory: str, now: float | None = None) -> int:
     return max([stamp] + [v + 1 for v in versions])
 
 
-def atomic_copy_dir(src: str, base_directory: str, version: int) -> str:
+def version_pushed_from(base_directory: str, model_uri: str) -> int | None:
+    """The existing version that was pushed from this model artifact, if any."""
+    for version in reversed(existing_versions(base_directory)):
+        path = os.path.join(base_directory, str(version), PUSH_INFO)
+        try:
+            with open(path, encoding="utf-8") as f:
+                if json.load(f).get("model_uri") == model_uri:
+                    return version
+        except (OSError, ValueError):
+            continue  # pushed by something else, or unreadable: not ours to judge
+    return None
+
+
+def atomic_copy_dir(
+    src: str, base_directory: str, version: int, push_info: dict | None = None
+) -> str:
     """Copies `src` to `<base>/<version>` so that the version appears complete or not at all.
 
     Raises:
@@ -51,6 +69,10 @@ def atomic_copy_dir(src: str, base_directory: str, version: int) -> str:
     shutil.rmtree(staging, ignore_errors=True)
     try:
         shutil.copytree(src, staging)
+        if push_info is not None:
+            os.makedirs(os.path.dirname(os.path.join(staging, PUSH_INFO)), exist_ok=True)
+            with open(os.path.join(staging, PUSH_INFO), "w", encoding="utf-8") as f:
+                json.dump(push_info, f, indent=2, sort_keys=True)
         os.rename(staging, final)  # atomic on POSIX within one filesystem
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -81,8 +103,23 @@ class Executor(pusher_executor.Executor):
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("AtomicPusher pushes to a filesystem destination only")
         base = destination.filesystem.base_directory
+        model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        already = version_pushed_from(base, model.uri)
+        if already is not None:
+            # A cached re-run must not publish the same model again under a new version.
+            serving_path = os.path.join(base, str(already))
+            logging.info("Model %s is already served as version %d", model.uri, already)
+            model_push.set_int_custom_property("already_pushed", 1)
+            self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(already))
+            return
         version = next_version(base)
-        serving_path = atomic_copy_dir(model_path, base, version)
+        push_info = {
+            "model_uri": model.uri,
+            "model_artifact_id": model.id,
+            "version": version,
+            "pushed_at_unix": int(time.time()),
+        }
+        serving_path = atomic_copy_dir(model_path, base, version, push_info)
         logging.info("Model version %d visible at %s", version, serving_path)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))

@@ -1,0 +1,227 @@
+"""The run summary: what a run ingested, found, scored and pushed, read back from its artifacts.
+
+Values come from MLMD and the artifacts the nodes wrote (statistics, the gate report,
+TFMA's metrics and validation, the blessing and push artifacts), never from variables
+the runner passed around, so the summary states what the pipeline recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+from components.data_gate import is_gate_stop
+from retrain.node_runner import NodeResult
+
+_SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy")
+# Every summary has these keys (None when the run did not get that far).
+_SUMMARY_KEYS = (
+    "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
+    "data_gate", "evaluation", "blessed", "pushed", "outcome", "error",
+)
+
+
+def _store(metadata_path: str) -> metadata_store.MetadataStore:
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = metadata_path
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(config)
+
+
+def _custom(artifact: metadata_store_pb2.Artifact, key: str) -> Any:
+    if key not in artifact.custom_properties:
+        return None
+    value = artifact.custom_properties[key]
+    return getattr(value, value.WhichOneof("value"))
+
+
+def split_row_counts(statistics_uri: str) -> dict[str, int]:
+    """Rows per split from StatisticsGen's FeatureStats.pb files."""
+    counts = {}
+    for entry in sorted(os.listdir(statistics_uri)):
+        path = os.path.join(statistics_uri, entry, "FeatureStats.pb")
+        if entry.startswith("Split-") and os.path.exists(path):
+            stats = statistics_pb2.DatasetFeatureStatisticsList()
+            with open(path, "rb") as f:
+                stats.ParseFromString(f.read())
+            counts[entry[len("Split-") :]] = int(stats.datasets[0].num_examples)
+    return counts
+
+
+def evaluation_metrics(evaluation_uri: str) -> dict:
+    """Overall-slice metrics of candidate and baseline, and the threshold failures."""
+    import tensorflow_model_analysis as tfma  # heavy; already loaded in a runner process
+
+    models: dict[str, dict[str, float]] = {}
+    for record in tfma.load_metrics(evaluation_uri):
+        if record.slice_key.single_slice_keys:
+            continue
+        for kv in record.metric_keys_and_values:
+            if kv.key.name not in _SUMMARY_METRICS or not kv.value.HasField("double_value"):
+                continue
+            model = kv.key.model_name or "candidate"
+            name = kv.key.name + (" (diff)" if kv.key.is_diff else "")
+            models.setdefault(model, {})[name] = round(kv.value.double_value.value, 4)
+    validation = tfma.load_validation_result(evaluation_uri)
+    failures = [
+        {
+            "slice": str(v.slice_key) or "overall",
+            "metric": f.metric_key.name,
+            "message": f.message or str(f.metric_threshold).replace("\n", " "),
+            "value": round(f.metric_value.double_value.value, 4),
+        }
+        for v in validation.metric_validations_per_slice
+        for f in v.failures
+    ]
+    return {
+        "candidate": models.get("candidate", {}),
+        "baseline": models.get("baseline"),
+        "validation_ok": validation.validation_ok,
+        "failures": failures,
+    }
+
+
+def build_summary(
+    metadata_path: str,
+    pipeline_name: str,
+    run_id: str,
+    span: int,
+    results: list[NodeResult],
+    backfilled: list[int] | None = None,
+) -> dict:
+    """Assembles the summary of one run from its node results and what they recorded."""
+    by_node = {r.node_id: r for r in results}
+    failed = next((r for r in results if r.status == "failed"), None)
+    summary: dict[str, Any] = {
+        **dict.fromkeys(_SUMMARY_KEYS),
+        "pipeline": pipeline_name,
+        "run_id": run_id,
+        "span": span,
+        "backfilled_spans": backfilled or [],
+        "nodes": {r.node_id: {"status": r.status, "seconds": round(r.seconds, 1)} for r in results},
+        "rows": None,
+        "window_spans": None,
+        "data_gate": None,
+        "evaluation": None,
+        "blessed": None,
+        "pushed": None,
+        "outcome": None,
+        "error": failed.error if failed else None,
+    }
+    store = _store(metadata_path)
+
+    stats = by_node.get("StatisticsGen")
+    if stats and stats.outputs.get("statistics"):
+        summary["rows"] = split_row_counts(stats.outputs["statistics"][0]["uri"])
+
+    gate = by_node.get("DataGate")
+    report_path = None
+    if gate and gate.outputs.get("report"):
+        report_path = os.path.join(gate.outputs["report"][0]["uri"], "report.json")
+    elif gate and gate.exception is not None:
+        report_path = getattr(gate.exception, "report_path", None)
+    if report_path and os.path.exists(report_path):
+        with open(report_path, encoding="utf-8") as f:
+            report = json.load(f)
+        summary["data_gate"] = {
+            "passed": report["passed"],
+            "blocking_features": report["blocking_features"],
+            "anomalies": report["anomalies"],
+            "drift": report["drift"],
+            "baseline_span": report["baseline_span"],
+            "report": report_path,
+        }
+
+    transform = by_node.get("Transform")
+    if transform and transform.inputs.get("examples"):
+        ids = [a["id"] for a in transform.inputs["examples"]]
+        summary["window_spans"] = sorted(
+            _custom(a, "span") for a in store.get_artifacts_by_id(ids)
+        )
+
+    evaluator = by_node.get("Evaluator")
+    if evaluator and evaluator.outputs.get("evaluation"):
+        summary["evaluation"] = evaluation_metrics(evaluator.outputs["evaluation"][0]["uri"])
+        summary["evaluation"]["path"] = evaluator.outputs["evaluation"][0]["uri"]
+    if evaluator and evaluator.outputs.get("blessing"):
+        [blessing] = store.get_artifacts_by_id([evaluator.outputs["blessing"][0]["id"]])
+        summary["blessed"] = bool(_custom(blessing, "blessed"))
+
+    pusher = next((r for r in results if r.node_id.endswith("Pusher")), None)
+    if pusher and pusher.outputs.get("pushed_model"):
+        [pushed] = store.get_artifacts_by_id([pusher.outputs["pushed_model"][0]["id"]])
+        if _custom(pushed, "pushed"):
+            summary["pushed"] = {
+                "version": _custom(pushed, "pushed_version"),
+                "path": _custom(pushed, "pushed_destination"),
+                "already_serving": bool(_custom(pushed, "already_pushed")),
+            }
+
+    if failed is not None:
+        summary["outcome"] = (
+            "stopped_by_data_gate" if is_gate_stop(failed.exception) else f"failed_at_{failed.node_id}"
+        )
+    elif summary["pushed"]:
+        summary["outcome"] = "pushed"
+    elif summary["blessed"] is False:
+        summary["outcome"] = "not_blessed"
+    else:
+        summary["outcome"] = "not_pushed"
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    """Human-readable summary for the terminal."""
+    summary = {**dict.fromkeys(_SUMMARY_KEYS), **summary}
+    lines = [f"Run {summary['run_id']} of pipeline {summary['pipeline']}: {summary['outcome'].upper()}"]
+    lines.append(f"  span             {summary['span']}")
+    if summary["backfilled_spans"]:
+        lines.append(f"  backfilled       {', '.join(map(str, summary['backfilled_spans']))}")
+    if summary["rows"]:
+        lines.append(
+            "  rows             " + ", ".join(f"{k} {v}" for k, v in summary["rows"].items())
+        )
+    if summary["window_spans"]:
+        w = summary["window_spans"]
+        lines.append(f"  trained on       {len(w)} span(s): {w[0]}..{w[-1]}")
+    gate = summary["data_gate"]
+    if gate:
+        status = "passed" if gate["passed"] else "STOPPED: " + ", ".join(gate["blocking_features"])
+        lines.append(f"  data gate        {status}")
+        for a in gate["anomalies"]:
+            reasons = "; ".join(r["description"] or r["type"] for r in a["reasons"])
+            lines.append(f"    - {a['feature']} [{a['kind']}, {a['split']}] {reasons}")
+        drifted = [d for d in gate["drift"] if d["drifted"]]
+        base = gate["baseline_span"]
+        lines.append(
+            f"  drift            vs span {base}: "
+            + (", ".join(f"{d['feature']} JSD {d['value']:.3f} > {d['threshold']}" for d in drifted) or "none above thresholds")
+            if base
+            else "  drift            not checked (no earlier span ingested)"
+        )
+        lines.append(f"  gate report      {gate['report']}")
+    ev = summary["evaluation"]
+    if ev:
+        cand, base = ev["candidate"], ev["baseline"]
+        for metric in ("auc", "binary_accuracy", "example_count"):
+            if metric in cand:
+                b = f"   baseline {base[metric]}" if base and metric in base else ""
+                lines.append(f"  {metric:<17}candidate {cand[metric]}{b}")
+        for f in ev["failures"]:
+            lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")
+    if summary["blessed"] is not None:
+        lines.append(f"  blessed          {'yes' if summary['blessed'] else 'no'}")
+    if summary["pushed"]:
+        p = summary["pushed"]
+        what = "already serving as version" if p["already_serving"] else "version"
+        lines.append(f"  pushed           {what} {p['version']} -> {p['path']}")
+    elif summary["outcome"] != "pushed":
+        lines.append("  pushed           nothing (serving directory unchanged)")
+    if summary["error"]:
+        lines.append(f"  error            {summary['error']}")
+    return "\n".join(lines)
