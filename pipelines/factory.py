@@ -158,17 +158,22 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     ).with_id("span_window_resolver")
     window_resolver.add_upstream_node(data_gate)
 
-    # Feature engineering over the window; its graph is embedded in the serving model.
+    # Analyzes the window (vocabularies, means, buckets) into a transform graph, which the
+    # trainer applies on the fly and embeds in the serving model. Not materialized: writing
+    # transformed copies of every span of the window cost more than applying the graph per
+    # batch. StatisticsGen already profiles the raw data, so Transform's own stats are off.
     transform = tfx.components.Transform(
         examples=window_resolver.outputs["examples"],
         schema=schema_importer.outputs["schema"],
         preprocessing_fn=config.preprocessing_fn,
+        materialize=False,
+        disable_statistics=True,
     )
 
-    # Trains on the transformed window.
+    # Trains on the raw window through the transform graph.
     trainer = tfx.components.Trainer(
         run_fn=config.run_fn,
-        examples=transform.outputs["transformed_examples"],
+        examples=window_resolver.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_importer.outputs["schema"],
         train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),

@@ -33,3 +33,25 @@ def ensure_legacy_keras() -> None:
 
 
 ensure_legacy_keras()
+
+
+# Packages whose code is written for graph mode, like `tensorflow` and `keras`, which
+# AutoGraph's own rules already exempt. (Adding tensorflow_transform was measured: no gain.)
+_GRAPH_READY_PACKAGES = ("tf_keras",)
+
+
+def skip_autograph_for_libraries() -> None:
+    """Tells AutoGraph not to rewrite tf-keras' own code.
+
+    AutoGraph exempts the `tensorflow` and `keras` packages (their code is written for
+    graph mode) but not `tf_keras`, the same Keras 2 code under a new name, so the first `Model.fit` spent ~10 s on this CPU rewriting
+    Keras' training loop (a one-layer model's first fit: 9.8 s -> 0.6 s). User code,
+    such as `preprocessing_fn` and `run_fn`, is still converted. Idempotent; imports
+    TensorFlow, so call it where nodes run, not at DAG-parse time.
+    """
+    from tensorflow.python.autograph.core import config as ag_config  # no public knob
+    from tensorflow.python.autograph.core import config_lib
+
+    present = {getattr(r, "_prefix", None) for r in ag_config.CONVERSION_RULES}
+    new = tuple(config_lib.DoNotConvert(p) for p in _GRAPH_READY_PACKAGES if p not in present)
+    ag_config.CONVERSION_RULES = new + tuple(ag_config.CONVERSION_RULES)

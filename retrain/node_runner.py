@@ -20,6 +20,8 @@ from tfx.orchestration.portable import launcher, runtime_parameter_utils
 from tfx.orchestration.portable.mlmd import execution_lib
 from tfx.proto.orchestration import pipeline_pb2
 
+from retrain import keras_env
+
 _STATE = metadata_store_pb2.Execution.State
 
 
@@ -95,6 +97,7 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
     if node_id not in nodes:
         raise KeyError(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(nodes)}")
     node = nodes[node_id]
+    keras_env.skip_autograph_for_libraries()
     connection_config, deployment = _connection_config(ir)
     start = dt.datetime.now()
     component_launcher = launcher.Launcher(
