@@ -1,0 +1,77 @@
+"""Config parsing: the shipped config loads; every kind of bad value names its field."""
+
+import dataclasses
+
+import pytest
+
+from pipelines import config as config_lib
+from tests.conftest import TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
+
+
+def _base() -> dict:
+    return {
+        "pipeline_name": "p",
+        "model_name": "m",
+        "data_root": TAXI_DATA,
+        "schema_path": TAXI_SCHEMA,
+        "preprocessing_fn": "a.b",
+        "run_fn": "a.c",
+        "label_key": "y",
+    }
+
+
+def test_taxi_config_loads_with_paths_resolved():
+    c = config_lib.load(TAXI_CONFIG)
+    assert c.pipeline_name == "taxi"
+    assert c.data_root == TAXI_DATA and c.schema_path == TAXI_SCHEMA
+    assert c.slice_features == ("trip_start_hour",)
+    assert c.beam_mode == "in_memory"
+    assert c.beam_pipeline_args() == ["--direct_running_mode=in_memory"]
+
+
+def test_overrides_win_and_none_is_ignored():
+    c = config_lib.load(TAXI_CONFIG, {"train_steps": 7, "window_spans": None})
+    assert c.train_steps == 7 and c.window_spans == 6
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"train_steps": "many"}, "train_steps: expected int"),
+        ({"train_steps": True}, "train_steps: expected int"),
+        ({"window_spans": 0}, "window_spans: must be at least 1"),
+        ({"min_auc": 1.5}, r"min_auc: must be within \[0, 1\]"),
+        ({"beam_mode": "spark"}, "beam_mode: 'spark' is not one of"),
+        ({"slice_features": "hour"}, "slice_features: expected a list"),
+        ({"run_fn": "nodots"}, "run_fn: expected a dotted path"),
+        ({"colour": "red"}, "unknown config field.*colour"),
+    ],
+)
+def test_bad_values_name_the_field(change, message):
+    with pytest.raises(config_lib.ConfigError, match=message):
+        config_lib.from_dict({**_base(), **change})
+
+
+def test_missing_fields_are_listed():
+    values = _base()
+    del values["label_key"], values["run_fn"]
+    with pytest.raises(config_lib.ConfigError, match="missing config field.*label_key, run_fn"):
+        config_lib.from_dict(values)
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    (tmp_path / "c.yaml").write_text("pipeline_name: [unclosed\n")
+    with pytest.raises(config_lib.ConfigError, match="not valid YAML"):
+        config_lib.load(str(tmp_path / "c.yaml"))
+    with pytest.raises(config_lib.ConfigError, match="cannot read config"):
+        config_lib.load(str(tmp_path / "none.yaml"))
+
+
+def test_config_is_frozen_and_replace_validates():
+    c = config_lib.from_dict(_base())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.train_steps = 3  # type: ignore[misc]
+    with pytest.raises(config_lib.ConfigError):
+        config_lib.replace(c, eval_steps=0)
+    assert c.metadata_path.endswith("metadata/p.sqlite")
+    assert c.serving_model_dir.endswith("serving/m")
