@@ -22,6 +22,7 @@ from tfx.utils import io_utils
 
 REPORT_FILE = "report.json"
 BASELINE_STATS_FILE = "FeatureStats.pb"
+STOPPED_DIR = "stopped"
 
 
 class DataGateReport(Artifact):
@@ -163,13 +164,23 @@ def DataGate(
     result["span"] = span
     result["baseline_span"] = baseline.get_int_custom_property("span") if baseline else None
     result["drift_split"] = drift_split
-    path = os.path.join(report.uri, REPORT_FILE)
-    os.makedirs(report.uri, exist_ok=True)
-    # Kept with the report: the next span's drift baseline, if this span passes.
-    with open(os.path.join(report.uri, BASELINE_STATS_FILE), "wb") as f:
-        f.write(current.SerializeToString())
+    if result["passed"]:
+        folder = report.uri
+    else:
+        # TFX removes a failed execution's output folders, so a stopped span's report goes
+        # beside them: <pipeline_root>/DataGate/stopped/span-<span>-<execution>/.
+        folder = os.path.join(
+            os.path.dirname(os.path.dirname(report.uri)),
+            STOPPED_DIR,
+            f"span-{span}-{os.path.basename(report.uri)}",
+        )
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, REPORT_FILE)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, sort_keys=True)
+    # Kept with the report: the next span's drift baseline, if this span passes.
+    with open(os.path.join(folder, BASELINE_STATS_FILE), "wb") as f:
+        f.write(current.SerializeToString())
     report.set_int_custom_property("passed", int(result["passed"]))
     report.set_string_custom_property("blocking_features", ",".join(result["blocking_features"]))
     report.set_int_custom_property("span", span)

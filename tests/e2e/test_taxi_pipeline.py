@@ -1,0 +1,201 @@
+"""The taxi pipeline end to end through `retrain run`, on three monthly spans in a temp dir.
+
+One workdir is shared by the tests in file order, as a scheduled job's store would be:
+first run (backfills, trains, pushes), the same span again (cache), corrupted spans
+(the gate stops them), a worse candidate (not pushed), and bad input (nothing touched).
+"""
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from retrain import preflight, spans
+from tests.conftest import TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+SPANS = (201610, 201611, 201612)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    data = root / "data"
+    for s in SPANS:
+        shutil.copytree(spans.span_dir(TAXI_DATA, s), spans.span_dir(str(data), s))
+    return {"root": root, "data": str(data), "work": str(root / "work")}
+
+
+def retrain(env, *args, config=TAXI_CONFIG):
+    cmd = [sys.executable, "-m", "retrain.cli", "run", "--json", "--config", config,
+           "--workdir", env["work"], "--data-root", env["data"], "--window", "3", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
+    return proc.returncode, summary, proc.stderr
+
+
+def serving_dir(env):
+    return os.path.join(env["work"], "serving", "taxi")
+
+
+def versions(env):
+    d = serving_dir(env)
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def executions(env, node: str) -> int:
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = os.path.join(env["work"], "metadata", "taxi.sqlite")
+    store = metadata_store.MetadataStore(cfg)
+    ctx = store.get_context_by_type_and_name("node", f"taxi.{node}")
+    if ctx is None:
+        return 0
+    done = (metadata_store_pb2.Execution.COMPLETE,)
+    return sum(e.last_known_state in done for e in store.get_executions_by_context(ctx.id))
+
+
+def write_corrupted_span(env, span: int, mutate) -> None:
+    with open(os.path.join(spans.span_dir(TAXI_DATA, 201612), "data.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    header = list(rows[0])
+    rows = [mutate(dict(r)) for r in rows]
+    spans.write_span(env["data"], span, header, [[r[h] for h in header] for r in rows])
+
+
+def _example(row: dict, types: dict) -> bytes:
+    feats = {}
+    for k, v in row.items():
+        if k == "tips" or v == "":
+            continue
+        if types[k] == 1:
+            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
+        elif types[k] == 2:
+            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
+        else:
+            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v)]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def test_first_run_backfills_trains_and_pushes(env):
+    code, summary, stderr = retrain(env)
+    assert code == 0, stderr[-3000:]
+    assert summary["outcome"] == "pushed"
+    assert summary["span"] == 201612 and summary["backfilled_spans"] == [201610, 201611]
+    assert summary["window_spans"] == [201610, 201611, 201612]
+    assert summary["data_gate"]["passed"] and summary["data_gate"]["baseline_span"] == 201611
+    assert summary["evaluation"]["candidate"]["auc"] >= 0.7
+    assert summary["rows"]["train"] + summary["rows"]["eval"] == 72  # span 201612's trips
+    assert [summary["pushed"]["version"]] == versions(env)
+    for node in ("CsvExampleGen", "StatisticsGen", "DataGate"):
+        assert executions(env, node) == 3  # two backfilled spans and this one
+    for node in ("Transform", "Trainer", "Evaluator", "AtomicPusher"):
+        assert executions(env, node) == 1
+    assert "[ 9/12] Transform" in stderr  # progress per component
+
+
+def test_pushed_model_answers_raw_examples_sensibly(env):
+    [version] = versions(env)
+    model = tf.saved_model.load(os.path.join(serving_dir(env), version))
+    serve = model.signatures["serving_default"]
+    types = {f.name: f.type for f in preflight.load_schema(TAXI_SCHEMA).feature}
+    with open(os.path.join(spans.span_dir(TAXI_DATA, 201611), "data.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = serve(examples=tf.constant([_example(r, types) for r in rows]))["outputs"].numpy()
+    assert out.shape == (len(rows), 1)
+    assert np.all((out >= 0) & (out <= 1))
+    # Cash tips are not recorded in this data set: a sensible model has learnt that.
+    cash = np.array([r["payment_type"] == "Cash" for r in rows])
+    assert out[cash].mean() < 0.2 < out[~cash].mean()
+
+
+def test_second_run_of_the_same_span_hits_the_cache(env):
+    before = versions(env)
+    code, summary, stderr = retrain(env)
+    assert code == 0, stderr[-3000:]
+    for node in ("CsvExampleGen", "StatisticsGen", "DataGate", "Transform", "Trainer"):
+        assert summary["nodes"][node]["status"] == "cached", node
+    assert executions(env, "Trainer") == 1
+    assert summary["pushed"]["already_serving"] and versions(env) == before
+
+
+@pytest.mark.parametrize(
+    "span, mutate, feature",
+    [
+        (201701, lambda r: {**r, "trip_miles": "n/a"}, "trip_miles"),  # wrong type
+        (201702, lambda r: {**r, "payment_type": "Bitcoin"}, "payment_type"),  # unseen value
+        (201703, lambda r: {**r, "fare": str(float(r["fare"] or 0) * 40 + 500)}, "fare"),  # drift
+    ],
+    ids=["wrong-type", "unseen-category", "shifted-distribution"],
+)
+def test_corrupted_span_is_stopped_by_the_gate(env, span, mutate, feature):
+    write_corrupted_span(env, span, mutate)
+    before, trainers = versions(env), executions(env, "Trainer")
+    code, summary, stderr = retrain(env, "--span", str(span))
+    assert code == 3, stderr[-3000:]
+    assert summary["outcome"] == "stopped_by_data_gate"
+    assert feature in summary["data_gate"]["blocking_features"]
+    with open(summary["data_gate"]["report"]) as f:
+        report = json.load(f)
+    assert not report["passed"] and feature in report["blocking_features"]
+    assert report["baseline_span"] == 201612  # stopped spans never become the baseline
+    assert "Transform" not in summary["nodes"]
+    assert versions(env) == before and executions(env, "Trainer") == trainers
+
+
+def test_worse_candidate_is_not_pushed(env, tmp_path):
+    with open(TAXI_CONFIG) as f:
+        cfg = yaml.safe_load(f)
+    cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA, train_steps=1)
+    cfg["hparams"] = {**cfg["hparams"], "learning_rate": 1e-9}
+    path = tmp_path / "worse.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    before = versions(env)
+    code, summary, stderr = retrain(env, "--span", "201612", config=str(path))
+    assert code == 0, stderr[-3000:]
+    assert summary["outcome"] == "not_blessed" and summary["blessed"] is False
+    ev = summary["evaluation"]
+    assert ev["baseline"]["auc"] > ev["candidate"]["auc"]
+    assert any(f["metric"] == "auc" for f in ev["failures"])
+    assert summary["nodes"]["AtomicPusher"]["status"] == "skipped"
+    assert versions(env) == before
+
+
+def _fingerprint(env) -> tuple:
+    with open(os.path.join(env["work"], "metadata", "taxi.sqlite"), "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return digest, versions(env)
+
+
+@pytest.mark.parametrize(
+    "setup, args, message",
+    [
+        (None, ["--data-root", "/nonexistent/data"], "data folder '/nonexistent/data' does not exist"),
+        (None, ["--span", "209901"], "span 209901 not found"),
+        (None, ["--span", "2016-13"], "is not a month"),
+        ("unreadable", ["--span", "201801"], "cannot read"),
+        ("extra-column", ["--span", "201802"], "column(s) not in the schema colour"),
+    ],
+    ids=["missing-folder", "unknown-span", "bad-span", "unreadable-csv", "schema-mismatch"],
+)
+def test_bad_input_names_the_problem_and_touches_nothing(env, setup, args, message):
+    if setup == "unreadable":
+        os.makedirs(spans.span_dir(env["data"], 201801))
+        with open(os.path.join(spans.span_dir(env["data"], 201801), "data.csv"), "wb") as f:
+            f.write(b"\xff\xfe\x00\x01 not text")
+    elif setup == "extra-column":
+        spans.write_span(env["data"], 201802, ["colour"] + ["fare"], [["red", "1.0"]])
+    before = _fingerprint(env)
+    code, summary, stderr = retrain(env, *args)
+    assert code == 2 and summary is None
+    assert message in stderr
+    assert _fingerprint(env) == before
