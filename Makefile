@@ -8,6 +8,10 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.synced
+AF_VENV := .venv-airflow
+AF_STAMP := $(AF_VENV)/.synced
+TEMPLATE := dags/compiled/taxi.json
+PIPELINE_SOURCES := $(shell find pipelines components -name '*.py' -o -name '*.yaml' 2>/dev/null)
 WORKDIR ?= work
 PYTEST_ARGS ?=
 
@@ -17,13 +21,17 @@ PYTHON310 ?= $(shell for p in python3.10 $$HOME/.pyenv/versions/3.10*/bin/python
 	/root/.pyenv/versions/3.10*/bin/python3.10 /usr/local/bin/python3.10 /usr/bin/python3.10; do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 
-.PHONY: help venv demo test lock clean
+.PHONY: help venv airflow-venv compile demo run-local test test-tfx test-airflow airflow airflow-stop lock clean
 
 help:
-	@echo "make demo   set up the TFX runtime if missing, then run the taxi pipeline on the embedded data"
-	@echo "make test   set up the TFX runtime if missing, then run the whole test suite"
-	@echo "make venv   only set up the TFX runtime (.venv, Python 3.10, pinned by requirements/tfx.lock)"
-	@echo "make lock   re-resolve requirements/tfx.lock from requirements/tfx.in"
+	@echo "make demo          set up what is missing, then run the taxi DAG once through Airflow on the embedded data"
+	@echo "make test          set up what is missing, then run the whole test suite (TFX and Airflow sides)"
+	@echo "make run-local     the same pipeline with the local runner: retrain run"
+	@echo "make airflow       start Airflow 3 (UI on http://127.0.0.1:8080) in its own process group"
+	@echo "make airflow-stop  stop it, every process it started"
+	@echo "make compile       recompile the DAG template dags/compiled/taxi.json from the pipeline code"
+	@echo "make venv / airflow-venv   only set up the TFX runtime (.venv) / the Airflow control plane (.venv-airflow)"
+	@echo "make lock          re-resolve requirements/*.lock from requirements/*.in"
 
 $(UV):
 	python3 -m venv $(TOOLS)
@@ -40,14 +48,45 @@ $(STAMP): requirements/tfx.lock setup.py | $(UV)
 
 venv: $(STAMP)
 
-demo: venv
+# The Airflow control plane: the default python3 (3.11), its own lock; never shares
+# packages with the TFX runtime. Our package goes in too, for airflow_tfx (no TFX imports).
+$(AF_STAMP): requirements/airflow.lock setup.py | $(UV)
+	@[ -x $(AF_VENV)/bin/python ] || $(UV) venv --quiet --python "$$(command -v python3)" $(AF_VENV)
+	VIRTUAL_ENV=$(AF_VENV) $(UV) pip sync --quiet requirements/airflow.lock
+	VIRTUAL_ENV=$(AF_VENV) $(UV) pip install --quiet --no-deps -e .
+	@touch $(AF_STAMP)
+
+airflow-venv: $(AF_STAMP)
+
+# Recompiled whenever the pipeline code changes; DAG parsing refuses a stale template.
+$(TEMPLATE): $(PIPELINE_SOURCES) | $(STAMP)
+	$(VENV)/bin/retrain compile --out $@
+
+compile: $(TEMPLATE)
+
+demo: venv airflow-venv $(TEMPLATE)
+	RETRAIN_WORKDIR=$(abspath $(WORKDIR)) scripts/airflow.sh demo
+
+run-local: venv
 	$(VENV)/bin/retrain run --workdir $(WORKDIR)
 
-test: venv
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+airflow: venv airflow-venv $(TEMPLATE)
+	RETRAIN_WORKDIR=$(abspath $(WORKDIR)) scripts/airflow.sh start
+
+airflow-stop:
+	scripts/airflow.sh stop
+
+test: test-tfx test-airflow
+
+test-tfx: venv
+	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags $(PYTEST_ARGS)
+
+test-airflow: venv airflow-venv $(TEMPLATE)
+	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags $(PYTEST_ARGS)
 
 lock: | $(UV)
 	$(UV) pip compile --quiet --python-version 3.10 requirements/tfx.in -o requirements/tfx.lock
+	$(UV) pip compile --quiet --python-version 3.11 requirements/airflow.in -o requirements/airflow.lock
 
 clean:
-	rm -rf $(VENV) $(TOOLS) $(WORKDIR) .pytest_cache
+	rm -rf $(VENV) $(AF_VENV) $(TOOLS) $(WORKDIR) .airflow .pytest_cache

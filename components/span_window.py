@@ -12,7 +12,7 @@ stopped never reaches training or the drift baseline.
 from typing import Any, Optional
 
 from tfx import types
-from tfx import v1 as tfx
+from tfx.dsl.components.common.resolver import ResolverStrategy  # = tfx.v1.dsl.experimental's
 
 SPAN = "span"
 
@@ -24,7 +24,7 @@ def span_of(artifact: types.Artifact) -> Optional[int]:
     return None
 
 
-class SpanWindowStrategy(tfx.dsl.experimental.ResolverStrategy):
+class SpanWindowStrategy(ResolverStrategy):
     """Resolves each input to the newest artifact per span within [start_span, end_span]."""
 
     def __init__(self, start_span: int, end_span: int, max_spans: int = 0, require_key: str = ""):

@@ -11,6 +11,22 @@ from components.span_window import SpanWindowStrategy
 from pipelines.config import PipelineConfig
 from retrain import spans
 
+# The stage each node belongs to: orchestrators group tasks by it (Airflow TaskGroups).
+NODE_STAGES = {
+    "CsvExampleGen": "validate_data",
+    "StatisticsGen": "validate_data",
+    "ImportSchemaGen": "validate_data",
+    "ExampleValidator": "validate_data",
+    "baseline_resolver": "validate_data",
+    "DataGate": "validate_data",
+    "span_window_resolver": "train",
+    "Transform": "train",
+    "Trainer": "train",
+    "latest_blessed_model_resolver": "evaluate",
+    "Evaluator": "evaluate",
+    "AtomicPusher": "push",
+}
+
 # How far back the drift baseline may be: the newest span ingested within a year before.
 _BASELINE_LOOKBACK_MONTHS = 12
 

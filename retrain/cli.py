@@ -1,11 +1,15 @@
-"""`retrain`: run the retraining pipeline locally, bootstrap schemas, list spans.
+"""`retrain`: run the retraining pipeline locally, or one step of it for an orchestrator.
 
-    retrain run [--span 201612] [--window 6] [--json]   ingest a span, validate, train, push
+    retrain run [--span 201612] [--window 6] [--json]   the whole pipeline, local runner
+    retrain compile --out dags/compiled/taxi.json       the DAG template an orchestrator reads
+    retrain prepare-run --run-id ID [--span S]          check inputs, backfill, bind the IR
+    retrain node run --run-dir DIR --node NODE_ID       run one node of a prepared run
+    retrain summary --run-dir DIR [--json]              a prepared run's summary
     retrain schema infer --out schemas/x/schema.pbtxt   bootstrap a schema to curate
     retrain spans                                       list the spans in the data folder
 
-Exit codes of `run`: 0 the run finished (pushed, or not blessed); 1 a node failed;
-2 bad input (nothing was written); 3 the data gate stopped the run.
+Exit codes: 0 done (pushed, not blessed, cached or skipped); 1 a node failed; 2 bad input
+(nothing was written); 3 the data gate stopped the span.
 """
 
 from __future__ import annotations
@@ -22,15 +26,23 @@ import time
 from retrain import keras_env  # noqa: F401  (must precede any TensorFlow import)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATE = 0, 1, 2, 3
-# A backfilled span goes through validation and the gate too, so that only spans that
-# passed reach the training window and serve as drift baselines.
-BACKFILL_NODES = (
-    "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
-    "baseline_resolver", "DataGate",
-)
 _DEFAULT_CONFIG = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pipelines", "taxi", "config.yaml"
 )
+_OVERRIDABLE = ("window_spans", "train_steps", "eval_steps", "beam_mode")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=_DEFAULT_CONFIG, help="pipeline config YAML")
+    p.add_argument("--span", help="span to ingest, YYYYMM (default: the latest)")
+    p.add_argument("--window", type=int, dest="window_spans", help="spans to train on")
+    p.add_argument("--train-steps", type=int, dest="train_steps")
+    p.add_argument("--eval-steps", type=int, dest="eval_steps")
+    p.add_argument("--workdir", default="work", help="outputs, MLMD and serving dir (default ./work)")
+    p.add_argument("--data-root", dest="data_root", help="span folders (default: from config)")
+    p.add_argument("--beam-mode", choices=["in_memory", "multi_processing"], dest="beam_mode")
+    p.add_argument("--no-cache", action="store_true", help="re-run nodes whose inputs are unchanged")
+    p.add_argument("--no-backfill", action="store_true", help="don't ingest missing window spans first")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,17 +50,27 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the pipeline for one span with the local runner")
-    run.add_argument("--config", default=_DEFAULT_CONFIG, help="pipeline config YAML")
-    run.add_argument("--span", help="span to ingest, YYYYMM (default: the latest)")
-    run.add_argument("--window", type=int, dest="window_spans", help="spans to train on")
-    run.add_argument("--train-steps", type=int, dest="train_steps")
-    run.add_argument("--eval-steps", type=int, dest="eval_steps")
-    run.add_argument("--workdir", default="work", help="outputs, MLMD and serving dir (default ./work)")
-    run.add_argument("--data-root", dest="data_root", help="span folders (default: from config)")
-    run.add_argument("--beam-mode", choices=["in_memory", "multi_processing"], dest="beam_mode")
-    run.add_argument("--no-cache", action="store_true", help="re-run nodes whose inputs are unchanged")
-    run.add_argument("--no-backfill", action="store_true", help="don't ingest missing window spans first")
+    _add_run_options(run)
     run.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+
+    comp = sub.add_parser("compile", help="write the DAG template (node ids, edges, stages)")
+    comp.add_argument("--config", default=_DEFAULT_CONFIG)
+    comp.add_argument("--out", required=True)
+
+    prep = sub.add_parser("prepare-run", help="check inputs, backfill the window, bind the IR")
+    _add_run_options(prep)
+    prep.add_argument("--run-id", required=True, help="the orchestrator's run id")
+    prep.add_argument("--expect", help="DAG template the compiled nodes must match")
+
+    node = sub.add_parser("node", help="run one node of a prepared run")
+    node_sub = node.add_subparsers(dest="node_command", required=True)
+    node_run = node_sub.add_parser("run")
+    node_run.add_argument("--run-dir", required=True)
+    node_run.add_argument("--node", required=True, dest="node_id")
+
+    summ = sub.add_parser("summary", help="the summary of a prepared run")
+    summ.add_argument("--run-dir", required=True)
+    summ.add_argument("--json", action="store_true")
 
     schema = sub.add_parser("schema", help="schema bootstrap")
     schema_sub = schema.add_subparsers(dest="schema_command", required=True)
@@ -65,29 +87,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _setup_logging(log_path: str):
-    """TFX/Beam/TF logs and warnings go to a file; the terminal shows progress and the summary.
-
-    Returns:
-      The open log file, for redirecting what nodes print (Keras' fit progress) into it.
-    """
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    log_file = open(log_path, "a", encoding="utf-8")  # closed by logging.shutdown at exit
+def _log_to(stream) -> None:
+    """TFX/Beam/TF logs and Python warnings go to `stream` (a file, or stderr for a task log)."""
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
-    handler = logging.StreamHandler(log_file)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     logging.captureWarnings(True)
-    import absl.logging  # TFX logs through absl; route it to the root logger's file
+    import absl.logging  # TFX logs through absl; route it to the root logger
 
     absl.logging.set_verbosity(absl.logging.INFO)
     for name in ("absl", "tensorflow"):
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
-    return log_file
 
 
 def _progress(stream):
@@ -102,135 +117,161 @@ def _progress(stream):
     return on_start, on_end
 
 
-def _ingested_spans(metadata_path: str, pipeline_name: str) -> set[int]:
-    """Spans CsvExampleGen has already ingested into this pipeline's MLMD."""
-    if not os.path.exists(metadata_path):
-        return set()
-    from ml_metadata import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
-    cfg = metadata_store_pb2.ConnectionConfig()
-    cfg.sqlite.filename_uri = metadata_path
-    cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(cfg)
-    node_ctx = store.get_context_by_type_and_name("node", f"{pipeline_name}.CsvExampleGen")
-    if node_ctx is None:
-        return set()
-    return {
-        a.custom_properties["span"].int_value
-        for a in store.get_artifacts_by_context(node_ctx.id)
-        if a.state == metadata_store_pb2.Artifact.LIVE and "span" in a.custom_properties
-    }
+def _overrides(args) -> dict:
+    overrides = {k: getattr(args, k) for k in _OVERRIDABLE}
+    if args.data_root:
+        overrides["data_root"] = os.path.abspath(args.data_root)
+    overrides["workdir"] = os.path.abspath(args.workdir)
+    if args.no_cache:
+        overrides["enable_cache"] = False
+    if args.no_backfill:
+        overrides["backfill_window"] = False
+    return overrides
 
 
-def spans_to_backfill(available: list[int], ingested: set[int], span: int, window_spans: int) -> list[int]:
-    """Earlier spans of the window (and the previous span, the drift baseline) not yet ingested."""
-    from retrain import spans
+def _load(args, command: str):
+    """Config with the span resolved, or None after printing why (bad input)."""
+    from pipelines import config as config_lib
+    from retrain import preflight, runs
 
-    first, _ = spans.window(span, window_spans)
-    earlier = [s for s in available if s < span]
-    wanted = {s for s in earlier if s >= first}
-    if earlier:
-        wanted.add(earlier[-1])
-    return sorted(wanted - ingested)
+    try:
+        return runs.load_config(args.config, _overrides(args), args.span)
+    except (config_lib.ConfigError, preflight.InputError) as e:
+        sys.stderr.write(f"retrain {command}: {e}\n")
+        return None
+
+
+def _exit_code(summary: dict) -> int:
+    if summary["outcome"] == "stopped_by_data_gate":
+        return EXIT_GATE
+    if summary["outcome"].startswith("failed"):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _print_summary(summary: dict, as_json: bool) -> None:
+    from retrain import summary as summary_lib
+
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        sys.stdout.write(summary_lib.format_summary(summary) + "\n")
 
 
 def cmd_run(args) -> int:
-    from pipelines import config as config_lib
-    from retrain import preflight, spans
-
-    err = sys.stderr
-    try:
-        overrides = {
-            k: getattr(args, k)
-            for k in ("window_spans", "train_steps", "eval_steps", "data_root", "beam_mode")
-        }
-        if args.data_root:
-            overrides["data_root"] = os.path.abspath(args.data_root)
-        overrides["workdir"] = os.path.abspath(args.workdir)
-        if args.no_cache:
-            overrides["enable_cache"] = False
-        if args.no_backfill:
-            overrides["backfill_window"] = False
-        span = spans.parse_span(args.span) if args.span else None
-        config = config_lib.load(args.config, overrides)
-        span = preflight.check_run_inputs(config.data_root, span, config.schema_path)
-        config = config_lib.replace(config, span=span)
-    except (config_lib.ConfigError, preflight.InputError, spans.SpanError) as e:
-        err.write(f"retrain run: {e}\n")
+    config = _load(args, "run")
+    if config is None:
         return EXIT_BAD_INPUT
-
     run_id = dt.datetime.now().isoformat(timespec="microseconds")
     log_path = os.path.join(config.workdir, "logs", f"{config.pipeline_name}-{run_id.replace(':', '')}.log")
-    log_file = _setup_logging(log_path)
-    with contextlib.redirect_stdout(log_file):  # TFX/TF import chatter, Keras' fit lines
-        code, summary = _run(config, span, run_id, err)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    err = sys.stderr
+    err.write(f"retrain run: pipeline {config.pipeline_name}, span {config.span}, run {run_id}\n")
+    err.write(f"  log: {log_path}\n")
+    with open(log_path, "a", encoding="utf-8") as log_file, contextlib.redirect_stdout(log_file):
+        _log_to(log_file)  # the terminal shows progress and the summary; details go here
+        summary = _run_locally(config, run_id, err)
     summary["log"] = log_path
-    if args.json:
-        sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
-    else:
-        sys.stdout.write(_format_summary(summary))
-    return code
+    _print_summary(summary, args.json)
+    return _exit_code(summary)
 
 
-def _format_summary(summary: dict) -> str:
-    from retrain import summary as summary_lib
+def _run_locally(config, run_id: str, err) -> dict:
+    from retrain import node_runner, runs, summary as summary_lib
 
-    return summary_lib.format_summary(summary) + f"\n  wall time        {summary['seconds']} s\n"
-
-
-def _run(config, span: int, run_id: str, err) -> tuple[int, dict]:
-    """Backfills what the window lacks, runs the pipeline, and builds the summary."""
-    from pipelines import config as config_lib
-    from pipelines.factory import create_pipeline
-    from components.data_gate import is_gate_stop
-    from retrain import node_runner, spans, summary as summary_lib
-
-    err.write(f"retrain run: pipeline {config.pipeline_name}, span {span}, run {run_id}\n")
-    err.write(f"  log: {os.path.join(config.workdir, 'logs')}\n")
     on_start, on_end = _progress(err)
     started = time.monotonic()
-
-    backfilled: list[int] = []
-    if config.backfill_window:
-        todo = spans_to_backfill(
-            spans.list_spans(config.data_root),
-            _ingested_spans(config.metadata_path, config.pipeline_name),
-            span,
-            config.window_spans,
-        )
-        for earlier in todo:
-            err.write(f"backfill: ingesting span {earlier} (window/baseline of {span})\n")
-            ir = node_runner.compile_pipeline(create_pipeline(config_lib.replace(config, span=earlier)))
-            results = node_runner.run_pipeline(
-                ir, node_runner.new_run_id(), on_start, on_end, only=BACKFILL_NODES
-            )
-            last = results[-1]
-            if last.status == "failed" and is_gate_stop(last.exception):
-                err.write(f"backfill: span {earlier} stopped by the data gate; left out of the window\n")
-                continue
-            if last.status == "failed":
-                return EXIT_FAILED, {
-                    "run_id": run_id,
-                    "span": span,
-                    "outcome": f"failed_backfilling_span_{earlier}",
-                    "error": last.error,
-                    "seconds": round(time.monotonic() - started, 1),
-                }
-            backfilled.append(earlier)
-
-    err.write(f"span {span}:\n")
-    ir = node_runner.compile_pipeline(create_pipeline(config))
-    results = node_runner.run_pipeline(ir, run_id, on_start, on_end)
+    try:
+        backfilled = runs.backfill(config, lambda m: err.write(m + "\n"), on_start, on_end)
+    except runs.BackfillError as e:
+        return {"run_id": run_id, "span": config.span, "outcome": "failed_backfilling", "error": str(e),
+                "seconds": round(time.monotonic() - started, 1)}
+    err.write(f"span {config.span}:\n")
+    results = node_runner.run_pipeline(runs.compile_for_span(config), run_id, on_start, on_end)
     summary = summary_lib.build_summary(
-        config.metadata_path, config.pipeline_name, run_id, span, results, backfilled
+        config.metadata_path, config.pipeline_name, run_id, config.span, results, backfilled
     )
     summary["seconds"] = round(time.monotonic() - started, 1)
-    if summary["outcome"] == "stopped_by_data_gate":
-        return EXIT_GATE, summary
-    if summary["outcome"].startswith("failed"):
-        return EXIT_FAILED, summary
-    return EXIT_OK, summary
+    return summary
+
+
+def cmd_compile(args) -> int:
+    from airflow_tfx import template as dag_template
+    from pipelines import config as config_lib
+    from pipelines.factory import NODE_STAGES
+    from retrain import runs, spans
+
+    config = config_lib.load(args.config)
+    # Any span gives the same nodes and edges; the latest one keeps it a real, valid span.
+    ir = runs.compile_for_span(config, spans.list_spans(config.data_root)[-1])
+    template = dag_template.from_ir(ir, args.config, NODE_STAGES)
+    dag_template.write(template, args.out)
+    sys.stdout.write(f"wrote {args.out}: {len(template['nodes'])} nodes, fingerprint {template['fingerprint'][:12]}\n")
+    return EXIT_OK
+
+
+def cmd_prepare_run(args) -> int:
+    from airflow_tfx import template as dag_template
+    from retrain import node_runner, runs
+
+    config = _load(args, "prepare-run")
+    if config is None:
+        return EXIT_BAD_INPUT
+    _log_to(sys.stderr)
+    folder = runs.run_dir(config.workdir, args.run_id)
+    sys.stderr.write(f"run {args.run_id}: span {config.span}, run folder {folder}\n")
+    try:
+        backfilled = runs.backfill(config, lambda m: sys.stderr.write(m + "\n"), *_progress(sys.stderr))
+    except runs.BackfillError as e:
+        sys.stderr.write(f"retrain prepare-run: {e}\n")
+        return EXIT_FAILED
+    ir = node_runner.bind_run_id(runs.compile_for_span(config), args.run_id)
+    if args.expect:
+        problem = dag_template.mismatch(dag_template.read(args.expect, check_fresh=False), ir)
+        if problem:
+            sys.stderr.write(f"retrain prepare-run: the DAG is stale: {problem}; run `make compile`\n")
+            return EXIT_FAILED
+    node_runner.write_ir(ir, os.path.join(folder, "pipeline.pb"))
+    runs.write_run_info(folder, {
+        "run_id": args.run_id, "span": config.span, "pipeline": config.pipeline_name,
+        "metadata_path": config.metadata_path, "backfilled_spans": backfilled,
+    })
+    sys.stdout.write(json.dumps({"run_dir": folder, "span": config.span, "backfilled_spans": backfilled}) + "\n")
+    return EXIT_OK
+
+
+def cmd_node_run(args) -> int:
+    from retrain import node_runner, runs
+
+    _log_to(sys.stderr)
+    ir = node_runner.load_ir(os.path.join(args.run_dir, "pipeline.pb"))
+    start = time.monotonic()
+    try:
+        result = node_runner.run_node(ir, args.node_id)
+    except KeyError as e:
+        sys.stderr.write(f"retrain node run: {e}\n")
+        return EXIT_BAD_INPUT
+    except Exception as e:  # the node's own failure: recorded, then reported by exit code
+        logging.exception("Node %s failed", args.node_id)
+        result = node_runner.failed_result(args.node_id, e, time.monotonic() - start)
+    runs.write_node_result(args.run_dir, result)
+    # The last stdout line is the machine-readable result an orchestrator reads.
+    sys.stdout.write("RESULT " + result.to_json() + "\n")
+    if result.status != "failed":
+        return EXIT_OK
+    return EXIT_GATE if result.gate_stopped else EXIT_FAILED
+
+
+def cmd_summary(args) -> int:
+    from retrain import runs, summary as summary_lib
+
+    info = runs.read_run_info(args.run_dir)
+    summary = summary_lib.build_summary(
+        info["metadata_path"], info["pipeline"], info["run_id"], info["span"],
+        runs.collect_results(args.run_dir), info["backfilled_spans"],
+    )
+    _print_summary(summary, args.json)
+    return _exit_code(summary)
 
 
 def _data_root(args) -> str:
@@ -275,14 +316,20 @@ def cmd_spans(args) -> int:
     return EXIT_OK
 
 
+_COMMANDS = {
+    "run": cmd_run,
+    "compile": cmd_compile,
+    "prepare-run": cmd_prepare_run,
+    "node": cmd_node_run,
+    "summary": cmd_summary,
+    "schema": cmd_schema_infer,
+    "spans": cmd_spans,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "run":
-        code = cmd_run(args)
-    elif args.command == "schema":
-        code = cmd_schema_infer(args)
-    else:
-        code = cmd_spans(args)
+    code = _COMMANDS[args.command](args)
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()

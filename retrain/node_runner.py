@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import logging
+import os
 from typing import Callable, Iterable
 
 from ml_metadata.proto import metadata_store_pb2
@@ -20,6 +22,7 @@ from tfx.orchestration.portable import launcher, runtime_parameter_utils
 from tfx.orchestration.portable.mlmd import execution_lib
 from tfx.proto.orchestration import pipeline_pb2
 
+from components.data_gate import is_gate_stop
 from retrain import keras_env
 
 _STATE = metadata_store_pb2.Execution.State
@@ -37,7 +40,16 @@ class NodeResult:
     inputs: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     error: str | None = None
-    exception: BaseException | None = dataclasses.field(default=None, repr=False, compare=False)
+    # Set when the data gate refused the span (a verdict on the data, not a crash).
+    gate_stopped: bool = False
+    gate_report: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "NodeResult":
+        return cls(**json.loads(text))
 
 
 def compile_pipeline(pipeline) -> pipeline_pb2.Pipeline:
@@ -127,6 +139,35 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
         )
 
 
+def failed_result(node_id: str, error: Exception, seconds: float) -> NodeResult:
+    """The result of a node whose executor raised; tells a data-gate stop from a crash."""
+    return NodeResult(
+        node_id,
+        "failed",
+        seconds=seconds,
+        error=f"{type(error).__name__}: {error}",
+        gate_stopped=is_gate_stop(error),
+        gate_report=getattr(error, "report_path", None),
+    )
+
+
+def load_ir(path: str) -> pipeline_pb2.Pipeline:
+    """Reads an IR written by `write_ir`."""
+    ir = pipeline_pb2.Pipeline()
+    with open(path, "rb") as f:
+        ir.ParseFromString(f.read())
+    return ir
+
+
+def write_ir(ir: pipeline_pb2.Pipeline, path: str) -> None:
+    """Writes the IR atomically (a reader never sees half a file)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(ir.SerializeToString())
+    os.replace(tmp, path)
+
+
 def run_pipeline(
     ir: pipeline_pb2.Pipeline,
     run_id: str,
@@ -150,13 +191,7 @@ def run_pipeline(
             result = run_node(bound, node_id)
         except Exception as e:  # the node's own error: report it, stop the run
             logging.exception("Node %s failed", node_id)
-            result = NodeResult(
-                node_id,
-                "failed",
-                seconds=(dt.datetime.now() - start).total_seconds(),
-                error=f"{type(e).__name__}: {e}",
-                exception=e,
-            )
+            result = failed_result(node_id, e, (dt.datetime.now() - start).total_seconds())
         results.append(result)
         on_end(i, len(ids), result)
         if result.status == "failed":

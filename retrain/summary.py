@@ -15,7 +15,6 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.data_gate import is_gate_stop
 from retrain.node_runner import NodeResult
 
 _SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy")
@@ -123,8 +122,8 @@ def build_summary(
     report_path = None
     if gate and gate.outputs.get("report"):
         report_path = os.path.join(gate.outputs["report"][0]["uri"], "report.json")
-    elif gate and gate.exception is not None:
-        report_path = getattr(gate.exception, "report_path", None)
+    elif gate and gate.gate_report:
+        report_path = gate.gate_report
     if report_path and os.path.exists(report_path):
         with open(report_path, encoding="utf-8") as f:
             report = json.load(f)
@@ -164,7 +163,7 @@ def build_summary(
 
     if failed is not None:
         summary["outcome"] = (
-            "stopped_by_data_gate" if is_gate_stop(failed.exception) else f"failed_at_{failed.node_id}"
+            "stopped_by_data_gate" if failed.gate_stopped else f"failed_at_{failed.node_id}"
         )
     elif summary["pushed"]:
         summary["outcome"] = "pushed"
@@ -180,6 +179,8 @@ def format_summary(summary: dict) -> str:
     summary = {**dict.fromkeys(_SUMMARY_KEYS), **summary}
     lines = [f"Run {summary['run_id']} of pipeline {summary['pipeline']}: {summary['outcome'].upper()}"]
     lines.append(f"  span             {summary['span']}")
+    if summary.get("seconds") is not None:
+        lines.append(f"  wall time        {summary['seconds']} s")
     if summary["backfilled_spans"]:
         lines.append(f"  backfilled       {', '.join(map(str, summary['backfilled_spans']))}")
     if summary["rows"]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
-from tfx import v1 as tfx
+from tfx.components.trainer.fn_args_utils import FnArgs  # = tfx.v1.components.FnArgs
 from tfx_bsl.public import tfxio
 
 from pipelines.taxi import features
@@ -146,7 +146,7 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
     return {"serving_default": serve_tf_examples, "transform_features": transform_features}
 
 
-def run_fn(fn_args: tfx.components.FnArgs) -> None:
+def run_fn(fn_args: FnArgs) -> None:
     """Trains on the window of spans (raw examples through the Transform graph) and exports
     the serving SavedModel."""
     keras_env.skip_autograph_for_libraries()

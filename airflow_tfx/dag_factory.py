@@ -1,0 +1,114 @@
+"""Builds the Airflow DAG of a retraining pipeline from its compiled template.
+
+One task per TFX node, with the IR's edges, grouped by stage; a `prepare_run` task first
+(checks inputs, backfills the window, compiles and binds the run's IR in the TFX
+runtime) and a `run_summary` task last (runs whatever happened, prints the summary and
+fails the DAG run if the pipeline did not finish).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pendulum
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param, TaskGroup, TriggerRule
+
+from airflow_tfx import template as template_lib
+from airflow_tfx.operators import TfxNodeOperator, TfxRuntimeOperator
+
+# Deployment settings from the environment (never Variables or Connections at parse time).
+WORKDIR_ENV = "RETRAIN_WORKDIR"
+DATA_ROOT_ENV = "RETRAIN_DATA_ROOT"
+_STAGE_ORDER = ("validate_data", "train", "evaluate", "push", "other")
+_STAGE_TOOLTIPS = {
+    "validate_data": "ingest the span, profile it, check it against the schema, the data gate",
+    "train": "the window of spans, Transform, Trainer",
+    "evaluate": "the last blessed model and the candidate, TFMA thresholds",
+    "push": "atomic push of a blessed model to the serving directory",
+}
+_RUN_DIR = "{{ ti.xcom_pull(task_ids='prepare_run')['run_dir'] }}"
+
+
+def build_dag(
+    template_path: str,
+    dag_id: str,
+    doc_md: str,
+    start_date: dt.datetime = pendulum.datetime(2013, 1, 1, tz="UTC"),
+    task_timeout: dt.timedelta = dt.timedelta(minutes=30),
+) -> DAG:
+    """Builds the DAG. Reads only the template file: no TFX import, no Variable, no Connection.
+
+    Raises:
+      template_lib.StaleTemplateError: the template was compiled from other pipeline code.
+    """
+    template = template_lib.read(template_path)
+    workdir = os.environ.get(WORKDIR_ENV, os.path.join(template_lib.REPO, "work"))
+    config = os.path.join(template_lib.REPO, template["config"])
+    with DAG(
+        dag_id=dag_id,
+        # A run at the start of month M+1 covers month M: its data interval is the span.
+        schedule=CronDataIntervalTimetable("0 0 1 * *", timezone="UTC"),
+        start_date=start_date,
+        catchup=False,
+        max_active_runs=1,
+        # SQLite MLMD takes one writer: one task of this pipeline at a time.
+        max_active_tasks=1,
+        default_args={
+            "retries": 2,
+            "retry_delay": dt.timedelta(minutes=1),
+            "retry_exponential_backoff": True,
+            "max_retry_delay": dt.timedelta(minutes=10),
+            "execution_timeout": task_timeout,
+        },
+        params={
+            "span": Param(None, type=["null", "string"], description="YYYYMM; blank: the data interval's month"),
+            "train_steps": Param(None, type=["null", "integer"], minimum=1, description="blank: the config's"),
+            "window": Param(None, type=["null", "integer"], minimum=1, description="spans to train on"),
+        },
+        doc_md=doc_md,
+        tags=["tfx", "retraining", template["pipeline"]],
+        render_template_as_native_obj=False,
+    ) as dag:
+        prepare = TfxRuntimeOperator(
+            task_id="prepare_run",
+            arguments=[
+                "prepare-run", "--config", config, "--workdir", workdir, "--run-id", "{{ run_id }}",
+                "--span", "{{ params.span or data_interval_start.strftime('%Y%m') }}",
+                "--train-steps", "{{ params.train_steps or '' }}",
+                "--window", "{{ params.window or '' }}",
+                "--expect", template_path,
+                "--data-root", os.environ.get(DATA_ROOT_ENV, ""),
+            ],
+            doc_md="Checks the span's data, backfills the window, compiles and binds the run's IR.",
+        )
+        groups = {
+            stage: TaskGroup(stage, tooltip=_STAGE_TOOLTIPS.get(stage, ""))
+            for stage in _STAGE_ORDER
+            if any(n["stage"] == stage for n in template["nodes"])
+        }
+        tasks = {}
+        for node in template["nodes"]:
+            tasks[node["id"]] = TfxNodeOperator(
+                task_id=node["id"],
+                node_id=node["id"],
+                run_dir=_RUN_DIR,
+                task_group=groups[node["stage"]],
+                doc_md=f"TFX node `{node['id']}` ({node['type']}).",
+            )
+        for node in template["nodes"]:
+            for up in node["upstream"]:
+                tasks[up] >> tasks[node["id"]]
+            if not node["upstream"]:
+                prepare >> tasks[node["id"]]
+        summary = TfxRuntimeOperator(
+            task_id="run_summary",
+            arguments=["summary", "--run-dir", _RUN_DIR],
+            trigger_rule=TriggerRule.ALL_DONE,
+            retries=0,
+            doc_md="The run's summary; fails when the pipeline did not finish (gate stop, failure).",
+        )
+        for node in template["nodes"]:
+            if not node["downstream"]:
+                tasks[node["id"]] >> summary
+    return dag

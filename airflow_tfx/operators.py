@@ -1,0 +1,154 @@
+"""Operators that run `retrain` commands in the TFX runtime and stream their output to the task log.
+
+The TFX runtime is another Python (locally the project's `.venv`, in production a
+container image); Airflow only starts it and reads what it prints. A node's result
+comes back as the last stdout line, `RESULT {json}`: complete and cached nodes succeed
+(cached ones say so), a node the pipeline's condition skipped is marked *skipped*, a
+data-gate stop fails without retries, any other failure fails with the cause in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from airflow_tfx.template import REPO
+
+# Which interpreter runs TFX work: read when a task runs, never at DAG-parse time.
+TFX_PYTHON_ENV = "RETRAIN_TFX_PYTHON"
+DEFAULT_TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATE = 0, 1, 2, 3
+_RESULT_PREFIX = "RESULT "
+
+
+def tfx_entrypoint() -> list[str]:
+    """The command prefix that runs the `retrain` CLI in the TFX runtime."""
+    return [os.environ.get(TFX_PYTHON_ENV, DEFAULT_TFX_PYTHON), "-m", "retrain.cli"]
+
+
+def _drop_empty_options(args: Sequence[str]) -> list[str]:
+    """Removes `--flag ""` pairs, so templated optional Params can be left blank."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i].startswith("--") and i + 1 < len(args) and args[i + 1] in ("", "None"):
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
+class TfxRuntimeOperator(BaseOperator):
+    """Runs `retrain <arguments>` in the TFX runtime; the task fails if the command does."""
+
+    template_fields: Sequence[str] = ("arguments",)
+    ui_color = "#e8f4fa"
+
+    def __init__(self, *, arguments: Sequence[str], entrypoint: Sequence[str] | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.arguments = list(arguments)
+        self.entrypoint = list(entrypoint) if entrypoint else None
+        self._proc: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        return (self.entrypoint or tfx_entrypoint()) + _drop_empty_options(self.arguments)
+
+    def run_command(self) -> tuple[int, list[str], dict | None]:
+        """Runs the command, streaming its lines to the task log; returns (rc, stdout-ish lines, result)."""
+        cmd = self.command()
+        self.log.info("TFX runtime: %s", shlex.join(cmd))
+        # Own process group, so a timeout or a kill takes Beam's and TF's children too.
+        self._proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+            cwd=REPO, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        lines, result = [], None
+        try:
+            for line in self._proc.stdout:
+                line = line.rstrip("\n")
+                if line.startswith(_RESULT_PREFIX):
+                    result = json.loads(line[len(_RESULT_PREFIX):])
+                else:
+                    lines.append(line)
+                    self.log.info("%s", line)
+            rc = self._proc.wait()
+        except BaseException:  # timeout (AirflowTaskTimeout) or kill: stop the whole group
+            self.on_kill()
+            raise
+        return rc, lines, result
+
+    def on_kill(self) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        self.log.warning("Stopping the TFX runtime process group %d", proc.pid)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def execute(self, context: Any) -> Any:
+        rc, lines, _ = self.run_command()
+        if rc != EXIT_OK:
+            raise self._failure(rc, lines)
+        # Commands that answer in JSON hand it to XCom (e.g. prepare-run's run folder).
+        for line in reversed(lines):
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    break
+        return None
+
+    def _failure(self, rc: int, lines: list[str]) -> Exception:
+        tail = "\n".join(lines[-5:])
+        if rc == EXIT_GATE:
+            return AirflowFailException(f"the data gate stopped this span (no retry):\n{tail}")
+        if rc == EXIT_BAD_INPUT:
+            return AirflowFailException(f"bad input (no retry):\n{tail}")
+        return AirflowException(f"TFX runtime command failed with exit code {rc}:\n{tail}")
+
+
+class TfxNodeOperator(TfxRuntimeOperator):
+    """Runs one node of a prepared pipeline run through TFX's portable launcher."""
+
+    template_fields: Sequence[str] = ("arguments", "tfx_node_id")
+    ui_color = "#fff3d6"
+
+    def __init__(self, *, node_id: str, run_dir: str, **kwargs):
+        super().__init__(arguments=["node", "run", "--run-dir", run_dir, "--node", node_id], **kwargs)
+        self.tfx_node_id = node_id
+
+    def execute(self, context: Any) -> Any:
+        rc, lines, result = self.run_command()
+        if result is None:
+            raise AirflowException(f"node {self.tfx_node_id} ended (exit code {rc}) without a result")
+        status = result["status"]
+        if status == "failed":
+            raise self._failure(rc, lines + [result.get("error") or ""])
+        if status == "skipped":
+            raise AirflowSkipException(
+                f"{self.tfx_node_id} was skipped by the pipeline (its condition was false, "
+                "e.g. the model was not blessed)"
+            )
+        outputs = {key: [a["uri"] for a in arts] for key, arts in result["outputs"].items()}
+        if status == "cached":
+            self.log.info(
+                "CACHED: %s reused the outputs of execution %s; nothing was recomputed",
+                self.tfx_node_id, result["execution_id"],
+            )
+        for key, uris in outputs.items():
+            self.log.info("output %s: %s", key, ", ".join(uris))
+        context["ti"].xcom_push(key="status", value=status)
+        return outputs

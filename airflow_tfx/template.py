@@ -1,0 +1,95 @@
+"""The DAG template: a compiled pipeline's nodes, edges and stages, as JSON.
+
+`retrain compile` (TFX runtime) writes it from the pipeline's IR; DAG files (Airflow) read
+it. It carries a fingerprint of the pipeline code so a DAG built from a stale template
+fails loudly at parse time instead of running the wrong graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The code that decides a pipeline's nodes and edges.
+_FINGERPRINTED = ("pipelines", "components")
+_FINGERPRINTED_SUFFIXES = (".py", ".yaml")
+
+
+class StaleTemplateError(RuntimeError):
+    """The compiled template no longer matches the pipeline code."""
+
+
+def source_fingerprint(repo: str = REPO) -> str:
+    """sha256 over the pipeline code (paths and contents), in a stable order."""
+    digest = hashlib.sha256()
+    for top in _FINGERPRINTED:
+        for folder, dirs, files in sorted(os.walk(os.path.join(repo, top))):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(_FINGERPRINTED_SUFFIXES):
+                    path = os.path.join(folder, name)
+                    digest.update(os.path.relpath(path, repo).encode())
+                    with open(path, "rb") as f:
+                        digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
+def from_ir(ir: Any, config_path: str, stages: dict[str, str]) -> dict:
+    """Builds the template from a compiled `pipeline_pb2.Pipeline`."""
+    nodes = []
+    for n in ir.nodes:
+        node = n.pipeline_node
+        nodes.append(
+            {
+                "id": node.node_info.id,
+                "type": node.node_info.type.name.rsplit(".", 1)[-1],
+                "upstream": sorted(node.upstream_nodes),
+                "downstream": sorted(node.downstream_nodes),
+                "stage": stages.get(node.node_info.id, "other"),
+            }
+        )
+    return {
+        "pipeline": ir.pipeline_info.id,
+        "config": os.path.relpath(os.path.abspath(config_path), REPO),
+        "fingerprint": source_fingerprint(),
+        "nodes": nodes,
+    }
+
+
+def write(template: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(template, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read(path: str, check_fresh: bool = True) -> dict:
+    """Reads a template.
+
+    Raises:
+      StaleTemplateError: the pipeline code changed since it was compiled.
+    """
+    with open(path, encoding="utf-8") as f:
+        template = json.load(f)
+    if check_fresh and template["fingerprint"] != source_fingerprint():
+        raise StaleTemplateError(
+            f"{path} was compiled from other pipeline code than is here now; "
+            "run `make compile` (retrain compile) and reload the DAG"
+        )
+    return template
+
+
+def mismatch(template: dict, ir: Any) -> str | None:
+    """Describes how a freshly compiled IR differs from the template's graph, or None."""
+    want = {n["id"]: sorted(n["upstream"]) for n in template["nodes"]}
+    got = {n.pipeline_node.node_info.id: sorted(n.pipeline_node.upstream_nodes) for n in ir.nodes}
+    if want == got:
+        return None
+    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+    changed = sorted(k for k in set(want) & set(got) if want[k] != got[k])
+    return f"nodes missing {missing}, unexpected {extra}, edges changed for {changed}"
