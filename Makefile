@@ -81,7 +81,12 @@ test: test-tfx test-airflow
 test-tfx: venv
 	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags $(PYTEST_ARGS)
 
-test-airflow: venv airflow-venv $(TEMPLATE)
+# Headless Chromium for the browser check (Debian's package; needs root, as CI has).
+/usr/bin/chromium:
+	@[ "$$(id -u)" = 0 ] || { echo "error: install Debian's chromium (apt-get install chromium) for the browser test" >&2; exit 1; }
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
+test-airflow: venv airflow-venv $(TEMPLATE) /usr/bin/chromium
 	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags $(PYTEST_ARGS)
 
 lock: | $(UV)

@@ -1,0 +1,96 @@
+"""The taxi DAG through Airflow 3 (`airflow dags test`), every node in the TFX runtime.
+
+A good month: every task succeeds and a model is pushed. Then a corrupted month: the
+DataGate task fails, no task after it runs, nothing new is pushed, and the DAG run fails.
+"""
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from airflow_tfx.template import REPO
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+TAXI_DATA = os.path.join(REPO, "data", "taxi")
+TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+AIRFLOW = os.path.join(REPO, ".venv-airflow", "bin", "airflow")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("af")
+    data = root / "data"
+    for span in (201611, 201612):
+        shutil.copytree(os.path.join(TAXI_DATA, f"span-{span}"), data / f"span-{span}")
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(root / "airflow"),
+        "RETRAIN_WORKDIR": str(root / "work"),
+        "RETRAIN_DATA_ROOT": str(data),
+        "RETRAIN_TFX_PYTHON": TFX_PYTHON,
+    }
+
+
+def dag_test(env, date: str) -> tuple[str, str, dict]:
+    proc = subprocess.run(
+        [os.path.join(REPO, "scripts", "airflow.sh"), "test-dag", date, "--conf", json.dumps({"window": 2})],
+        env=env, capture_output=True, text=True, timeout=1800,
+    )
+    finished = re.search(r"run_id=(\S+) state=(\w+)", proc.stderr)
+    assert finished, proc.stderr[-3000:]
+    run_id, state = finished.groups()
+    states = subprocess.run(
+        [AIRFLOW, "tasks", "states-for-dag-run", "taxi_retraining", run_id, "-o", "json"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout
+    by_task = {t["task_id"]: t["state"] for t in json.loads(states[states.index("["):])}
+    return run_id, state, by_task
+
+
+def summary(env, run_id: str) -> dict:
+    run_dir = os.path.join(env["RETRAIN_WORKDIR"], "runs", re.sub(r"[^A-Za-z0-9._-]", "_", run_id))
+    out = subprocess.run(
+        [TFX_PYTHON, "-m", "retrain.cli", "summary", "--run-dir", run_dir, "--json"],
+        capture_output=True, text=True,
+    ).stdout
+    return json.loads(out)
+
+
+def versions(env) -> list[str]:
+    d = os.path.join(env["RETRAIN_WORKDIR"], "serving", "taxi")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def test_good_month_runs_every_task_and_pushes(env):
+    run_id, state, tasks = dag_test(env, "2017-01-01")  # the run for December 2016
+    assert state == "success"
+    assert len(tasks) == 14  # prepare_run, 12 TFX nodes, run_summary
+    assert set(tasks.values()) == {"success"}, tasks
+    s = summary(env, run_id)
+    assert s["span"] == 201612 and s["run_id"] == run_id  # Airflow's run id is TFX's
+    assert s["outcome"] == "pushed" and s["window_spans"] == [201611, 201612]
+    assert [s["pushed"]["version"]] == versions(env)
+
+
+def test_corrupted_month_is_stopped_at_the_gate(env):
+    with open(os.path.join(TAXI_DATA, "span-201612", "data.csv"), newline="") as f:
+        rows = list(csv.reader(f))
+    col = rows[0].index("payment_type")
+    os.makedirs(os.path.join(env["RETRAIN_DATA_ROOT"], "span-201701"))
+    with open(os.path.join(env["RETRAIN_DATA_ROOT"], "span-201701", "data.csv"), "w", newline="") as f:
+        csv.writer(f).writerows([rows[0]] + [r[:col] + ["Bitcoin"] + r[col + 1:] for r in rows[1:]])
+    before = versions(env)
+    run_id, state, tasks = dag_test(env, "2017-02-01")  # the run for January 2017
+    assert state == "failed"
+    assert tasks["validate_data.DataGate"] == "failed"
+    for later in ("train.Transform", "train.Trainer", "evaluate.Evaluator", "push.AtomicPusher"):
+        assert tasks[later] == "upstream_failed", (later, tasks)
+    assert tasks["run_summary"] == "failed"  # it ran, reported, and failed the DAG run
+    s = summary(env, run_id)
+    assert s["outcome"] == "stopped_by_data_gate" and "payment_type" in s["data_gate"]["blocking_features"]
+    assert versions(env) == before
