@@ -7,12 +7,16 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 AF="$REPO/.venv-airflow/bin"
+# standalone starts its scheduler, API server... as `airflow ...` from PATH.
+export PATH="$AF:$PATH"
 
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPO/.airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$REPO/dags"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__API__PORT="${AIRFLOW_PORT:-8080}"
+# Task processes report to the API server's execution API: same host and port.
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$AIRFLOW__API__PORT/execution/"
 # Simple auth manager: user "reviewer" (admin); Airflow generates its password into
 # $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated on first start.
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW_USERS:-reviewer:admin}"
