@@ -27,7 +27,6 @@ _STAGE_TOOLTIPS = {
     "evaluate": "the last blessed model and the candidate, TFMA thresholds",
     "push": "atomic push of a blessed model to the serving directory",
 }
-_RUN_DIR = "{{ ti.xcom_pull(task_ids='prepare_run')['run_dir'] }}"
 
 
 def build_dag(
@@ -92,7 +91,7 @@ def build_dag(
             tasks[node["id"]] = TfxNodeOperator(
                 task_id=node["id"],
                 node_id=node["id"],
-                run_dir=_RUN_DIR,
+                workdir=workdir,
                 task_group=groups[node["stage"]],
                 doc_md=f"TFX node `{node['id']}` ({node['type']}).",
             )
@@ -103,7 +102,7 @@ def build_dag(
                 prepare >> tasks[node["id"]]
         summary = TfxRuntimeOperator(
             task_id="run_summary",
-            arguments=["summary", "--run-dir", _RUN_DIR],
+            arguments=["summary", "--workdir", workdir, "--run-id", "{{ run_id }}"],
             trigger_rule=TriggerRule.ALL_DONE,
             retries=0,
             doc_md="The run's summary; fails when the pipeline did not finish (gate stop, failure).",

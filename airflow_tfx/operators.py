@@ -126,8 +126,13 @@ class TfxNodeOperator(TfxRuntimeOperator):
     template_fields: Sequence[str] = ("arguments", "tfx_node_id")
     ui_color = "#fff3d6"
 
-    def __init__(self, *, node_id: str, run_dir: str, **kwargs):
-        super().__init__(arguments=["node", "run", "--run-dir", run_dir, "--node", node_id], **kwargs)
+    def __init__(self, *, node_id: str, workdir: str, **kwargs):
+        # The run folder is found from the run id: no XCom needed, so a task can be
+        # cleared and re-run on its own.
+        super().__init__(
+            arguments=["node", "run", "--workdir", workdir, "--run-id", "{{ run_id }}", "--node", node_id],
+            **kwargs,
+        )
         self.tfx_node_id = node_id
 
     def execute(self, context: Any) -> Any:

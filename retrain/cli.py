@@ -45,6 +45,29 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-backfill", action="store_true", help="don't ingest missing window spans first")
 
 
+def _add_run_dir_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run-dir", help="the run folder prepare-run wrote")
+    p.add_argument("--workdir", help="with --run-id, instead of --run-dir")
+    p.add_argument("--run-id", help="with --workdir: the orchestrator's run id")
+
+
+def _run_dir(args, command: str) -> str | None:
+    """The prepared run's folder, or None after saying why there is none."""
+    from retrain import runs
+
+    folder = args.run_dir or (
+        runs.run_dir(os.path.abspath(args.workdir), args.run_id) if args.workdir and args.run_id else None
+    )
+    if folder is None:
+        sys.stderr.write(f"retrain {command}: give --run-dir, or --workdir and --run-id\n")
+    elif not os.path.exists(os.path.join(folder, "run.json")):
+        sys.stderr.write(
+            f"retrain {command}: {folder} holds no prepared run (did prepare-run fail? see its log)\n"
+        )
+        folder = None
+    return folder
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="retrain", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -65,11 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     node = sub.add_parser("node", help="run one node of a prepared run")
     node_sub = node.add_subparsers(dest="node_command", required=True)
     node_run = node_sub.add_parser("run")
-    node_run.add_argument("--run-dir", required=True)
+    _add_run_dir_options(node_run)
     node_run.add_argument("--node", required=True, dest="node_id")
 
     summ = sub.add_parser("summary", help="the summary of a prepared run")
-    summ.add_argument("--run-dir", required=True)
+    _add_run_dir_options(summ)
     summ.add_argument("--json", action="store_true")
 
     schema = sub.add_parser("schema", help="schema bootstrap")
@@ -243,8 +266,11 @@ def cmd_prepare_run(args) -> int:
 def cmd_node_run(args) -> int:
     from retrain import node_runner, runs
 
+    folder = _run_dir(args, "node run")
+    if folder is None:
+        return EXIT_BAD_INPUT
     _log_to(sys.stderr)
-    ir = node_runner.load_ir(os.path.join(args.run_dir, "pipeline.pb"))
+    ir = node_runner.load_ir(os.path.join(folder, "pipeline.pb"))
     start = time.monotonic()
     try:
         result = node_runner.run_node(ir, args.node_id)
@@ -254,7 +280,7 @@ def cmd_node_run(args) -> int:
     except Exception as e:  # the node's own failure: recorded, then reported by exit code
         logging.exception("Node %s failed", args.node_id)
         result = node_runner.failed_result(args.node_id, e, time.monotonic() - start)
-    runs.write_node_result(args.run_dir, result)
+    runs.write_node_result(folder, result)
     # The last stdout line is the machine-readable result an orchestrator reads.
     sys.stdout.write("RESULT " + result.to_json() + "\n")
     if result.status != "failed":
@@ -265,10 +291,13 @@ def cmd_node_run(args) -> int:
 def cmd_summary(args) -> int:
     from retrain import runs, summary as summary_lib
 
-    info = runs.read_run_info(args.run_dir)
+    folder = _run_dir(args, "summary")
+    if folder is None:
+        return EXIT_FAILED
+    info = runs.read_run_info(folder)
     summary = summary_lib.build_summary(
         info["metadata_path"], info["pipeline"], info["run_id"], info["span"],
-        runs.collect_results(args.run_dir), info["backfilled_spans"],
+        runs.collect_results(folder), info["backfilled_spans"],
     )
     _print_summary(summary, args.json)
     return _exit_code(summary)

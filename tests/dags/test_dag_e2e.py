@@ -53,9 +53,9 @@ def dag_test(env, date: str) -> tuple[str, str, dict]:
 
 
 def summary(env, run_id: str) -> dict:
-    run_dir = os.path.join(env["RETRAIN_WORKDIR"], "runs", re.sub(r"[^A-Za-z0-9._-]", "_", run_id))
     out = subprocess.run(
-        [TFX_PYTHON, "-m", "retrain.cli", "summary", "--run-dir", run_dir, "--json"],
+        [TFX_PYTHON, "-m", "retrain.cli", "summary", "--workdir", env["RETRAIN_WORKDIR"],
+         "--run-id", run_id, "--json"],
         capture_output=True, text=True,
     ).stdout
     return json.loads(out)
