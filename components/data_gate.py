@@ -12,6 +12,7 @@ and carry the span's statistics for the next span's drift check.
 import json
 import logging
 import os
+
 import tensorflow_data_validation as tfdv
 from tensorflow_data_validation.utils import anomalies_util
 from tensorflow_metadata.proto.v0 import anomalies_pb2

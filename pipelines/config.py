@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
 import typing
 from typing import Any, Literal, Mapping
 
@@ -88,7 +89,7 @@ def _check_type(name: str, value: Any, hint: Any) -> Any:
         if value not in args:
             raise ConfigError(f"{name}: {value!r} is not one of {list(args)}")
         return value
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]

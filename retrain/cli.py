@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 
 from retrain import keras_env  # noqa: F401  (must precede any TensorFlow import)
 
@@ -243,17 +244,17 @@ def cmd_prepare_run(args) -> int:
     _log_to(sys.stderr)
     folder = runs.run_dir(config.workdir, args.run_id)
     sys.stderr.write(f"run {args.run_id}: span {config.span}, run folder {folder}\n")
+    ir = node_runner.bind_run_id(runs.compile_for_span(config), args.run_id)
+    if args.expect:  # before any work: a DAG whose graph is not the pipeline's must not run
+        problem = dag_template.mismatch(dag_template.read(args.expect, check_fresh=False), ir)
+        if problem:
+            sys.stderr.write(f"retrain prepare-run: the DAG is stale: {problem}; run `make compile`\n")
+            return EXIT_FAILED
     try:
         backfilled = runs.backfill(config, lambda m: sys.stderr.write(m + "\n"), *_progress(sys.stderr))
     except runs.BackfillError as e:
         sys.stderr.write(f"retrain prepare-run: {e}\n")
         return EXIT_FAILED
-    ir = node_runner.bind_run_id(runs.compile_for_span(config), args.run_id)
-    if args.expect:
-        problem = dag_template.mismatch(dag_template.read(args.expect, check_fresh=False), ir)
-        if problem:
-            sys.stderr.write(f"retrain prepare-run: the DAG is stale: {problem}; run `make compile`\n")
-            return EXIT_FAILED
     node_runner.write_ir(ir, os.path.join(folder, "pipeline.pb"))
     runs.write_run_info(folder, {
         "run_id": args.run_id, "span": config.span, "pipeline": config.pipeline_name,
@@ -289,6 +290,9 @@ def cmd_node_run(args) -> int:
 
 
 def cmd_summary(args) -> int:
+    # Library import chatter (Google client deprecation notes, TF warnings) is not the summary.
+    warnings.simplefilter("ignore", FutureWarning)
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
     from retrain import runs, summary as summary_lib
 
     folder = _run_dir(args, "summary")

@@ -88,3 +88,16 @@ def test_stale_template_fails_loudly(tmp_path):
 def test_template_is_fresh_for_the_code_in_this_checkout():
     # `make compile` regenerates it; a stale committed template would break the DAG.
     assert template_lib.read(TEMPLATE)["fingerprint"] == template_lib.source_fingerprint()
+
+
+def _ir(edges: dict):
+    from types import SimpleNamespace as NS
+
+    return NS(nodes=[NS(pipeline_node=NS(node_info=NS(id=k), upstream_nodes=v)) for k, v in edges.items()])
+
+
+def test_prepare_run_refuses_an_ir_whose_graph_differs_from_the_dag():
+    template = {"nodes": [{"id": "A", "upstream": []}, {"id": "B", "upstream": ["A"]}]}
+    assert template_lib.mismatch(template, _ir({"A": [], "B": ["A"]})) is None
+    problem = template_lib.mismatch(template, _ir({"A": [], "B": [], "C": ["B"]}))
+    assert "unexpected ['C']" in problem and "edges changed for ['B']" in problem
