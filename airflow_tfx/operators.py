@@ -20,11 +20,12 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_tfx.template import REPO
+from retrain import exit_codes
 
 # Which interpreter runs TFX work: read when a task runs, never at DAG-parse time.
 TFX_PYTHON_ENV = "RETRAIN_TFX_PYTHON"
 DEFAULT_TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATE = 0, 1, 2, 3
+EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = exit_codes.OK, exit_codes.BAD_INPUT, exit_codes.GATE_STOPPED
 _RESULT_PREFIX = "RESULT "
 
 

@@ -25,8 +25,11 @@ import time
 import warnings
 
 from retrain import keras_env  # noqa: F401  (must precede any TensorFlow import)
+from retrain import exit_codes
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATE = (
+    exit_codes.OK, exit_codes.FAILED, exit_codes.BAD_INPUT, exit_codes.GATE_STOPPED
+)
 _DEFAULT_CONFIG = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pipelines", "taxi", "config.yaml"
 )

@@ -52,6 +52,16 @@ class NodeResult:
         return cls(**json.loads(text))
 
 
+def read_only_store(metadata_path: str):
+    """A read-only MLMD store over a SQLite file (for summaries and span look-ups)."""
+    from ml_metadata import metadata_store
+
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = metadata_path
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(config)
+
+
 def compile_pipeline(pipeline) -> pipeline_pb2.Pipeline:
     """Compiles a `tfx.dsl.Pipeline` to its IR (sync mode)."""
     return compiler.Compiler().compile(pipeline)

@@ -48,13 +48,11 @@ def ingested_spans(metadata_path: str, pipeline_name: str) -> set[int]:
     """Spans CsvExampleGen has already ingested into this pipeline's MLMD."""
     if not os.path.exists(metadata_path):
         return set()
-    from ml_metadata import metadata_store
     from ml_metadata.proto import metadata_store_pb2
 
-    cfg = metadata_store_pb2.ConnectionConfig()
-    cfg.sqlite.filename_uri = metadata_path
-    cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(cfg)
+    from retrain.node_runner import read_only_store
+
+    store = read_only_store(metadata_path)
     node_ctx = store.get_context_by_type_and_name("node", f"{pipeline_name}.CsvExampleGen")
     if node_ctx is None:
         return set()

@@ -11,11 +11,10 @@ import json
 import os
 from typing import Any
 
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from retrain.node_runner import NodeResult
+from retrain.node_runner import NodeResult, read_only_store
 
 _SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy")
 # Every summary has these keys (None when the run did not get that far).
@@ -23,13 +22,6 @@ _SUMMARY_KEYS = (
     "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
     "data_gate", "evaluation", "blessed", "pushed", "outcome", "error",
 )
-
-
-def _store(metadata_path: str) -> metadata_store.MetadataStore:
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = metadata_path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(config)
 
 
 def _custom(artifact: metadata_store_pb2.Artifact, key: str) -> Any:
@@ -112,7 +104,7 @@ def build_summary(
         "outcome": None,
         "error": failed.error if failed else None,
     }
-    store = _store(metadata_path)
+    store = read_only_store(metadata_path)
 
     stats = by_node.get("StatisticsGen")
     if stats and stats.outputs.get("statistics"):

@@ -1,0 +1,9 @@
+"""Exit codes of the `retrain` CLI, shared with the Airflow operators that read them.
+
+Plain constants, importable from the Airflow environment (no TensorFlow, no TFX).
+"""
+
+OK = 0  # done: pushed, not blessed, cached or skipped
+FAILED = 1  # a node failed
+BAD_INPUT = 2  # bad input; nothing was written
+GATE_STOPPED = 3  # the data gate refused the span
