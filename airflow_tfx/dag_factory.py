@@ -92,6 +92,7 @@ def build_dag(
                 task_id=node["id"],
                 node_id=node["id"],
                 workdir=workdir,
+                pipeline=template["pipeline"],
                 task_group=groups[node["stage"]],
                 doc_md=f"TFX node `{node['id']}` ({node['type']}).",
             )
@@ -102,7 +103,7 @@ def build_dag(
                 prepare >> tasks[node["id"]]
         summary = TfxRuntimeOperator(
             task_id="run_summary",
-            arguments=["summary", "--workdir", workdir, "--run-id", "{{ run_id }}"],
+            arguments=["summary", "--workdir", workdir, "--pipeline", template["pipeline"], "--run-id", "{{ run_id }}"],
             trigger_rule=TriggerRule.ALL_DONE,
             retries=0,
             doc_md="The run's summary; fails when the pipeline did not finish (gate stop, failure).",

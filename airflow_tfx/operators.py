@@ -127,11 +127,14 @@ class TfxNodeOperator(TfxRuntimeOperator):
     template_fields: Sequence[str] = ("arguments", "tfx_node_id")
     ui_color = "#fff3d6"
 
-    def __init__(self, *, node_id: str, workdir: str, **kwargs):
+    def __init__(self, *, node_id: str, workdir: str, pipeline: str, **kwargs):
         # The run folder is found from the run id: no XCom needed, so a task can be
         # cleared and re-run on its own.
         super().__init__(
-            arguments=["node", "run", "--workdir", workdir, "--run-id", "{{ run_id }}", "--node", node_id],
+            arguments=[
+                "node", "run", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
+                "--node", node_id,
+            ],
             **kwargs,
         )
         self.tfx_node_id = node_id

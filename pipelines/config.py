@@ -14,7 +14,13 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
+from components.trainer.settings import TrainerSettings
+
 BeamMode = Literal["in_memory", "multi_processing"]
+ExampleFormat = Literal["csv", "tfrecord"]
+Task = Literal["binary_classification", "multiclass_classification"]
+# The ExampleGen (and so its node id) that ingests each format.
+EXAMPLE_GEN_IDS = {"csv": "CsvExampleGen", "tfrecord": "ImportExampleGen"}
 
 
 class ConfigError(ValueError):
@@ -36,6 +42,10 @@ class PipelineConfig:
     run_fn: str
     label_key: str
     workdir: str = "work"
+    # csv: span-YYYYMM/*.csv; tfrecord: span-YYYYMM/*.tfrecord.gz of serialized tf.Examples.
+    example_format: ExampleFormat = "csv"
+    # Chooses the evaluation metrics: AUC + binary accuracy, or sparse categorical accuracy.
+    task: Task = "binary_classification"
     # The span this run ingests (YYYYMM); None means the latest span in data_root.
     span: int | None = None
     # How many monthly spans, ending at `span`, the model trains on.
@@ -43,11 +53,16 @@ class PipelineConfig:
     train_steps: int = 1000
     eval_steps: int = 100
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Trainer toolkit settings (components/trainer/settings.py): strategy, precision,
+    # input pipeline, backup, warm start, profiling. Empty = choose for the hardware.
+    trainer: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     slice_features: tuple[str, ...] = ()
     # Evaluator thresholds: absolute floors, and the largest drop tolerated vs the baseline.
     min_auc: float = 0.7
     min_accuracy: float = 0.6
     max_auc_decrease: float = 0.02
+    # Multiclass: the largest accuracy drop tolerated vs the baseline.
+    max_accuracy_decrease: float = 0.02
     # Direct runner mode: in_memory is several times faster on small spans.
     beam_mode: BeamMode = "in_memory"
     beam_workers: int = 0
@@ -62,6 +77,19 @@ class PipelineConfig:
     @property
     def metadata_path(self) -> str:
         return os.path.join(self.workdir, "metadata", f"{self.pipeline_name}.sqlite")
+
+    @property
+    def example_gen_id(self) -> str:
+        return EXAMPLE_GEN_IDS[self.example_format]
+
+    @property
+    def trainer_backup_root(self) -> str:
+        """Trainer checkpoints for BackupAndRestore: outlive a killed Trainer's execution."""
+        return os.path.join(self.pipeline_root, "Trainer", "backup")
+
+    @property
+    def warm_start(self) -> bool:
+        return bool(self.trainer.get("warm_start", False))
 
     @property
     def serving_model_dir(self) -> str:
@@ -152,10 +180,15 @@ def validate(config: PipelineConfig) -> None:
     for name in ("min_auc", "min_accuracy"):
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"{name}: must be within [0, 1], got {getattr(config, name)}")
-    if config.max_auc_decrease < 0:
-        raise ConfigError(f"max_auc_decrease: must be >= 0, got {config.max_auc_decrease}")
+    for name in ("max_auc_decrease", "max_accuracy_decrease"):
+        if getattr(config, name) < 0:
+            raise ConfigError(f"{name}: must be >= 0, got {getattr(config, name)}")
     if config.beam_workers < 0:
         raise ConfigError(f"beam_workers: must be >= 0, got {config.beam_workers}")
+    try:
+        TrainerSettings.from_custom_config({"trainer": config.trainer})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"trainer: {e}") from e
     for name in ("preprocessing_fn", "run_fn"):
         if "." not in getattr(config, name):
             raise ConfigError(f"{name}: expected a dotted path module.function")

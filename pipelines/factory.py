@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec  # Trainer's documented custom_executor_spec
+
+from components.trainer import executor as trainer_executor
 
 from components.atomic_pusher.component import AtomicPusher
 from components.data_gate import DataGate, DataGateReport
@@ -14,6 +17,7 @@ from retrain import spans
 # The stage each node belongs to: orchestrators group tasks by it (Airflow TaskGroups).
 NODE_STAGES = {
     "CsvExampleGen": "validate_data",
+    "ImportExampleGen": "validate_data",
     "StatisticsGen": "validate_data",
     "ImportSchemaGen": "validate_data",
     "ExampleValidator": "validate_data",
@@ -37,8 +41,55 @@ def _overall_only(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThresho
     return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
 
 
+def _metrics(config: PipelineConfig) -> list[tfma.MetricConfig]:
+    """The metrics and thresholds of the config's task (thresholds on the overall slice)."""
+    if config.task == "multiclass_classification":
+        return [
+            tfma.MetricConfig(
+                class_name="SparseCategoricalAccuracy",
+                per_slice_thresholds=[
+                    _overall_only(
+                        tfma.MetricThreshold(
+                            value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
+                            change_threshold=tfma.GenericChangeThreshold(
+                                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                                absolute={"value": -config.max_accuracy_decrease},
+                            ),
+                        )
+                    )
+                ],
+            )
+        ]
+    return [
+        tfma.MetricConfig(
+            class_name="AUC",
+            per_slice_thresholds=[
+                _overall_only(
+                    tfma.MetricThreshold(
+                        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_auc}),
+                        change_threshold=tfma.GenericChangeThreshold(
+                            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                            absolute={"value": -config.max_auc_decrease},
+                        ),
+                    )
+                )
+            ],
+        ),
+        tfma.MetricConfig(
+            class_name="BinaryAccuracy",
+            per_slice_thresholds=[
+                _overall_only(
+                    tfma.MetricThreshold(
+                        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy})
+                    )
+                )
+            ],
+        ),
+    ]
+
+
 def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
-    """AUC and accuracy, overall and per slice, with value and change-vs-baseline thresholds."""
+    """The task's metrics, overall and per slice, with value and change-vs-baseline thresholds."""
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
@@ -50,39 +101,7 @@ def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
         slicing_specs=[tfma.SlicingSpec()]
         + [tfma.SlicingSpec(feature_keys=[f]) for f in config.slice_features],
         metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[
-                    tfma.MetricConfig(class_name="ExampleCount"),
-                    tfma.MetricConfig(
-                        class_name="AUC",
-                        per_slice_thresholds=[
-                            _overall_only(
-                                tfma.MetricThreshold(
-                                    value_threshold=tfma.GenericValueThreshold(
-                                        lower_bound={"value": config.min_auc}
-                                    ),
-                                    change_threshold=tfma.GenericChangeThreshold(
-                                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                                        absolute={"value": -config.max_auc_decrease},
-                                    ),
-                                )
-                            )
-                        ],
-                    ),
-                    tfma.MetricConfig(
-                        class_name="BinaryAccuracy",
-                        per_slice_thresholds=[
-                            _overall_only(
-                                tfma.MetricThreshold(
-                                    value_threshold=tfma.GenericValueThreshold(
-                                        lower_bound={"value": config.min_accuracy}
-                                    )
-                                )
-                            )
-                        ],
-                    ),
-                ]
-            )
+            tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *_metrics(config)])
         ],
     )
 
@@ -104,11 +123,17 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         raise ValueError("create_pipeline needs config.span; resolve the latest span first")
     span = config.span
 
-    # Ingest exactly one span, the way a scheduled run receives new data.
-    example_gen = tfx.components.CsvExampleGen(
+    # Ingest exactly one span, the way a scheduled run receives new data: CSV, or TFRecords
+    # of tf.Examples for data CSV cannot hold (encoded images).
+    example_gen_class = (
+        tfx.components.CsvExampleGen if config.example_format == "csv" else tfx.components.ImportExampleGen
+    )
+    example_gen = example_gen_class(
         input_base=config.data_root,
         input_config=tfx.proto.Input(
-            splits=[tfx.proto.Input.Split(name="single_split", pattern=spans.SPAN_GLOB)]
+            splits=[
+                tfx.proto.Input.Split(name="single_split", pattern=spans.span_glob(config.example_format))
+            ]
         ),
         output_config=tfx.proto.Output(
             split_config=tfx.proto.SplitConfig(
@@ -186,23 +211,30 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         disable_statistics=True,
     )
 
-    # Trains on the raw window through the transform graph.
-    trainer = tfx.components.Trainer(
-        run_fn=config.run_fn,
-        examples=window_resolver.outputs["examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema_importer.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
-        custom_config={"hparams": dict(config.hparams)},
-    )
-
-    # The last blessed model is the baseline the candidate must not fall behind.
+    # The last blessed model is the baseline the candidate must not fall behind (and, with
+    # `trainer.warm_start`, the weights the candidate starts from).
     model_resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
         model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
         model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
+
+    # Trains on the raw window through the transform graph, with the trainer toolkit's
+    # strategy, precision and fault tolerance; its executor records them on the Model.
+    trainer = tfx.components.Trainer(
+        run_fn=config.run_fn,
+        examples=window_resolver.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_importer.outputs["schema"],
+        base_model=model_resolver.outputs["model"] if config.warm_start else None,
+        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
+        custom_config={
+            "hparams": dict(config.hparams),
+            "trainer": {"backup_root": config.trainer_backup_root, **config.trainer},
+        },
+        custom_executor_spec=executor_spec.ExecutorClassSpec(trainer_executor.Executor),
+    )
 
     # Candidate vs baseline on the eval splits of the window (the new span included): records
     # hash to the same split in every run, so neither model has trained on them.

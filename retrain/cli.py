@@ -51,7 +51,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 def _add_run_dir_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", help="the run folder prepare-run wrote")
-    p.add_argument("--workdir", help="with --run-id, instead of --run-dir")
+    p.add_argument("--workdir", help="with --pipeline and --run-id, instead of --run-dir")
+    p.add_argument("--pipeline", help="with --workdir: the pipeline name")
     p.add_argument("--run-id", help="with --workdir: the orchestrator's run id")
 
 
@@ -60,10 +61,12 @@ def _run_dir(args, command: str) -> str | None:
     from retrain import runs
 
     folder = args.run_dir or (
-        runs.run_dir(os.path.abspath(args.workdir), args.run_id) if args.workdir and args.run_id else None
+        runs.run_dir(os.path.abspath(args.workdir), args.pipeline, args.run_id)
+        if args.workdir and args.pipeline and args.run_id
+        else None
     )
     if folder is None:
-        sys.stderr.write(f"retrain {command}: give --run-dir, or --workdir and --run-id\n")
+        sys.stderr.write(f"retrain {command}: give --run-dir, or --workdir, --pipeline and --run-id\n")
     elif not os.path.exists(os.path.join(folder, "run.json")):
         sys.stderr.write(
             f"retrain {command}: {folder} holds no prepared run (did prepare-run fail? see its log)\n"
@@ -245,7 +248,7 @@ def cmd_prepare_run(args) -> int:
     if config is None:
         return EXIT_BAD_INPUT
     _log_to(sys.stderr)
-    folder = runs.run_dir(config.workdir, args.run_id)
+    folder = runs.run_dir(config.workdir, config.pipeline_name, args.run_id)
     sys.stderr.write(f"run {args.run_id}: span {config.span}, run folder {folder}\n")
     ir = node_runner.bind_run_id(runs.compile_for_span(config), args.run_id)
     if args.expect:  # before any work: a DAG whose graph is not the pipeline's must not run

@@ -16,7 +16,7 @@ from retrain import spans
 
 
 class InputError(ValueError):
-    """Bad input to a run: data folder, span, CSV or schema."""
+    """Bad input to a run: data folder, span, data files or schema."""
 
 
 def load_schema(path: str) -> schema_pb2.Schema:
@@ -58,15 +58,40 @@ def check_header(span_folder: str, schema: schema_pb2.Schema) -> None:
             raise InputError(f"{path} does not match the schema: {'; '.join(parts)}")
 
 
-def check_run_inputs(data_root: str, span: int | None, schema_path: str) -> int:
-    """Validates data folder, span, CSV and schema; returns the concrete span.
+def check_example_features(span_folder: str, schema: schema_pb2.Schema) -> None:
+    """The first tf.Example's features must be exactly the schema's.
+
+    Raises:
+      InputError: naming missing and unexpected features.
+    """
+    try:
+        example = spans.first_example(span_folder)
+    except spans.SpanError as e:
+        raise InputError(str(e)) from e
+    expected = {f.name for f in schema.feature}
+    found = set(example.features.feature)
+    parts = []
+    if expected - found:
+        parts.append(f"missing feature(s) {', '.join(sorted(expected - found))}")
+    if found - expected:
+        parts.append(f"feature(s) not in the schema {', '.join(sorted(found - expected))}")
+    if parts:
+        raise InputError(f"tf.Examples in {span_folder} do not match the schema: {'; '.join(parts)}")
+
+
+def check_run_inputs(data_root: str, span: int | None, schema_path: str, example_format: str = "csv") -> int:
+    """Validates data folder, span, data files and schema; returns the concrete span.
 
     Raises:
       InputError: the first problem found.
     """
     try:
-        resolved = spans.resolve_span(data_root, span)
+        resolved = spans.resolve_span(data_root, span, example_format)
     except spans.SpanError as e:
         raise InputError(str(e)) from e
-    check_header(spans.span_dir(data_root, resolved), load_schema(schema_path))
+    folder = spans.span_dir(data_root, resolved)
+    if example_format == "csv":
+        check_header(folder, load_schema(schema_path))
+    else:
+        check_example_features(folder, load_schema(schema_path))
     return resolved

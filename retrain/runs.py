@@ -19,10 +19,11 @@ from retrain import preflight, spans
 
 # A backfilled span goes through validation and the gate too, so that only spans that
 # passed reach the training window and serve as drift baselines.
-BACKFILL_NODES = (
-    "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
-    "baseline_resolver", "DataGate",
-)
+_BACKFILL_AFTER_INGEST = ("StatisticsGen", "ImportSchemaGen", "ExampleValidator", "baseline_resolver", "DataGate")
+
+
+def backfill_nodes(config: PipelineConfig) -> tuple[str, ...]:
+    return (config.example_gen_id, *_BACKFILL_AFTER_INGEST)
 
 
 class BackfillError(RuntimeError):
@@ -40,12 +41,12 @@ def load_config(config_path: str, overrides: Mapping[str, Any], span: str | int 
     except spans.SpanError as e:
         raise preflight.InputError(str(e)) from e
     config = config_lib.load(config_path, overrides)
-    resolved = preflight.check_run_inputs(config.data_root, wanted, config.schema_path)
+    resolved = preflight.check_run_inputs(config.data_root, wanted, config.schema_path, config.example_format)
     return config_lib.replace(config, span=resolved)
 
 
-def ingested_spans(metadata_path: str, pipeline_name: str) -> set[int]:
-    """Spans CsvExampleGen has already ingested into this pipeline's MLMD."""
+def ingested_spans(metadata_path: str, pipeline_name: str, example_gen_id: str = "CsvExampleGen") -> set[int]:
+    """Spans the pipeline's ExampleGen has already ingested into its MLMD."""
     if not os.path.exists(metadata_path):
         return set()
     from ml_metadata.proto import metadata_store_pb2
@@ -53,7 +54,7 @@ def ingested_spans(metadata_path: str, pipeline_name: str) -> set[int]:
     from retrain.node_runner import read_only_store
 
     store = read_only_store(metadata_path)
-    node_ctx = store.get_context_by_type_and_name("node", f"{pipeline_name}.CsvExampleGen")
+    node_ctx = store.get_context_by_type_and_name("node", f"{pipeline_name}.{example_gen_id}")
     if node_ctx is None:
         return set()
     return {
@@ -100,7 +101,7 @@ def backfill(
         return []
     todo = spans_to_backfill(
         spans.list_spans(config.data_root),
-        ingested_spans(config.metadata_path, config.pipeline_name),
+        ingested_spans(config.metadata_path, config.pipeline_name, config.example_gen_id),
         config.span,
         config.window_spans,
     )
@@ -109,7 +110,7 @@ def backfill(
         log(f"backfill: ingesting span {earlier} (window/baseline of {config.span})")
         results = node_runner.run_pipeline(
             compile_for_span(config, earlier), node_runner.new_run_id(), on_start, on_end,
-            only=BACKFILL_NODES,
+            only=backfill_nodes(config),
         )
         last = results[-1]
         if last.status == "failed" and last.gate_stopped:
@@ -121,9 +122,10 @@ def backfill(
     return passed
 
 
-def run_dir(workdir: str, run_id: str) -> str:
-    """`<workdir>/runs/<run id with only safe characters>`."""
-    return os.path.join(workdir, "runs", re.sub(r"[^A-Za-z0-9._-]", "_", run_id))
+def run_dir(workdir: str, pipeline_name: str, run_id: str) -> str:
+    """`<workdir>/runs/<pipeline>/<run id with only safe characters>` (two pipelines' DAGs
+    share scheduled run ids)."""
+    return os.path.join(workdir, "runs", pipeline_name, re.sub(r"[^A-Za-z0-9._-]", "_", run_id))
 
 
 def write_run_info(folder: str, info: dict) -> None:

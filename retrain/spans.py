@@ -1,8 +1,9 @@
-"""Monthly span layout: `<data_root>/span-YYYYMM/data.csv`, one folder per month.
+"""Monthly span layout: `<data_root>/span-YYYYMM/<files>`, one folder per month.
 
 Span numbers are YYYYMM integers, so they sort in time order and read as dates in
-MLMD, the CLI and the Airflow UI. TFX's CsvExampleGen finds them with the input
-pattern `span-{SPAN}/*.csv`.
+MLMD, the CLI and the Airflow UI. ExampleGen finds a span's files with the input
+pattern `span-{SPAN}/*.csv` (CSV) or `span-{SPAN}/*.tfrecord.gz` (gzipped TFRecords of
+tf.Examples, for data CSV cannot hold, such as encoded images).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from collections import defaultdict
 from typing import Iterable
 
 SPAN_DIR_PREFIX = "span-"
+# The file pattern of a span's files, per example format.
+FILE_SUFFIXES = {"csv": ".csv", "tfrecord": ".tfrecord.gz"}
 SPAN_GLOB = SPAN_DIR_PREFIX + "{SPAN}/*.csv"
+
+
+def span_glob(example_format: str = "csv") -> str:
+    """ExampleGen's input pattern for a format."""
+    return SPAN_DIR_PREFIX + "{SPAN}/*" + FILE_SUFFIXES[example_format]
 _SPAN_DIR_RE = re.compile(r"^span-(\d{6})$")
 
 
@@ -73,11 +81,12 @@ def span_dir(data_root: str, span: int) -> str:
     return os.path.join(data_root, f"{SPAN_DIR_PREFIX}{span}")
 
 
-def resolve_span(data_root: str, span: int | None) -> int:
-    """Returns `span`, or the latest one, after checking its folder holds readable CSV.
+def resolve_span(data_root: str, span: int | None, example_format: str = "csv") -> int:
+    """Returns `span`, or the latest one, after checking its folder holds readable data.
 
     Raises:
-      SpanError: unknown span, empty span folder, or a CSV without a header row.
+      SpanError: unknown span, empty span folder, a CSV without a header row or a
+        TFRecord file that does not hold tf.Examples.
     """
     spans = list_spans(data_root)
     if span is None:
@@ -87,8 +96,44 @@ def resolve_span(data_root: str, span: int | None) -> int:
             f"span {span} not found under {data_root!r}; available: {spans[0]}..{spans[-1]}"
             f" ({len(spans)} spans)"
         )
-    check_span_csv(span_dir(data_root, span))
+    if example_format == "csv":
+        check_span_csv(span_dir(data_root, span))
+    else:
+        check_span_tfrecord(span_dir(data_root, span))
     return span
+
+
+def check_span_tfrecord(folder: str) -> None:
+    """Fails early on a span whose gzipped TFRecord files are missing, empty or not tf.Examples.
+
+    Raises:
+      SpanError: naming the file and the problem.
+    """
+    first_example(folder)
+
+
+def first_example(folder: str):
+    """The first tf.Example of a span's first TFRecord file (imports TensorFlow).
+
+    Raises:
+      SpanError: no file, an empty or unreadable file, or a record that is not a tf.Example.
+    """
+    import tensorflow as tf
+
+    files = sorted(f for f in os.listdir(folder) if f.endswith(FILE_SUFFIXES["tfrecord"]))
+    if not files:
+        raise SpanError(f"span folder {folder!r} holds no {FILE_SUFFIXES['tfrecord']} file")
+    path = os.path.join(folder, files[0])
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path, compression_type="GZIP").take(1)), None)
+    except tf.errors.OpError as e:
+        raise SpanError(f"cannot read {path} as gzipped TFRecords: {e.message}") from e
+    if record is None:
+        raise SpanError(f"{path} holds no records")
+    try:
+        return tf.train.Example.FromString(record.numpy())
+    except Exception as e:  # protobuf's DecodeError has no stable public import path
+        raise SpanError(f"{path}: the first record is not a serialized tf.Example ({e})") from e
 
 
 def check_span_csv(folder: str) -> None:

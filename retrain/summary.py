@@ -16,12 +16,14 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from retrain.node_runner import NodeResult, read_only_store
 
-_SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy")
+_SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy", "sparse_categorical_accuracy")
 # Every summary has these keys (None when the run did not get that far).
 _SUMMARY_KEYS = (
     "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
-    "data_gate", "evaluation", "blessed", "pushed", "outcome", "error",
+    "data_gate", "training", "evaluation", "blessed", "pushed", "outcome", "error",
 )
+# The Model artifact's custom properties the trainer toolkit's executor sets.
+_TRAINING_PREFIX = "training_"
 
 
 def _custom(artifact: metadata_store_pb2.Artifact, key: str) -> Any:
@@ -98,6 +100,7 @@ def build_summary(
         "rows": None,
         "window_spans": None,
         "data_gate": None,
+        "training": None,
         "evaluation": None,
         "blessed": None,
         "pushed": None,
@@ -134,6 +137,15 @@ def build_summary(
         summary["window_spans"] = sorted(
             _custom(a, "span") for a in store.get_artifacts_by_id(ids)
         )
+
+    trainer = by_node.get("Trainer")
+    if trainer and trainer.outputs.get("model"):
+        [model] = store.get_artifacts_by_id([trainer.outputs["model"][0]["id"]])
+        summary["training"] = {
+            key[len(_TRAINING_PREFIX):]: _custom(model, key)
+            for key in sorted(model.custom_properties)
+            if key.startswith(_TRAINING_PREFIX)
+        } or None
 
     evaluator = by_node.get("Evaluator")
     if evaluator and evaluator.outputs.get("evaluation"):
@@ -198,13 +210,25 @@ def format_summary(summary: dict) -> str:
             else "  drift            not checked (no earlier span ingested)"
         )
         lines.append(f"  gate report      {gate['report']}")
+    training = summary.get("training")
+    if training:
+        lines.append(
+            f"  trained with     {training.get('strategy')} strategy, {training.get('replicas')} replica(s)"
+            f" on {training.get('devices')}, {training.get('precision_policy')}"
+            + (" (loss scaling)" if training.get("loss_scaling") else "")
+        )
+        lines.append(
+            f"  training speed   {training.get('examples_per_sec')} examples/s,"
+            f" {training.get('train_steps')} steps in {training.get('train_wall_s')} s"
+            + (f", resumed at step {training['resumed_from_step']}" if training.get("resumed_from_step") else "")
+        )
     ev = summary["evaluation"]
     if ev:
         cand, base = ev["candidate"], ev["baseline"]
-        for metric in ("auc", "binary_accuracy", "example_count"):
+        for metric in ("auc", "binary_accuracy", "sparse_categorical_accuracy", "example_count"):
             if metric in cand:
                 b = f"   baseline {base[metric]}" if base and metric in base else ""
-                lines.append(f"  {metric:<17}candidate {cand[metric]}{b}")
+                lines.append(f"  {metric:<17}candidate {cand[metric]}{b}" if len(metric) < 17 else f"  {metric}  candidate {cand[metric]}{b}")
         for f in ev["failures"]:
             lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")
     if summary["blessed"] is not None:

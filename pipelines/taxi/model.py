@@ -5,17 +5,20 @@ The exported SavedModel's `serving_default` signature takes serialized raw
 preprocessing that training saw (no training/serving skew).
 """
 
+from __future__ import annotations
+
 import dataclasses
-import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
-import tensorflow_transform as tft
-from tfx.components.trainer.fn_args_utils import FnArgs  # = tfx.v1.components.FnArgs
-from tfx_bsl.public import tfxio
 
+from components.trainer import training
 from pipelines.taxi import features
 from retrain import keras_env
+
+if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
+    import tensorflow_transform as tft
+    from tfx.components.trainer.fn_args_utils import FnArgs  # = tfx.v1.components.FnArgs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,31 +104,16 @@ def build_model(tft_output: tft.TFTransformOutput, hparams: HParams) -> tf.keras
     return _build_model(vocab_sizes, hparams)
 
 
-def _input_fn(
-    file_pattern, data_accessor, tft_output, batch_size: int, seed: int
-) -> tf.data.Dataset:
-    """Raw examples, batched, through the Transform graph: (features, label) pairs."""
+def transform_fn(tft_output: tft.TFTransformOutput):
+    """Parsed raw batch -> (transformed features, label), through the Transform graph."""
     transform_layer = tft_output.transform_features_layer()
 
-    def apply_transform(raw):
+    def apply(raw):
         transformed = transform_layer(raw)
         label = transformed.pop(features.LABEL_XF)
         return transformed, label
 
-    # One pass is parsed and transformed, then cached (a window of spans fits in memory);
-    # later epochs replay the cache in a reshuffled order of batches.
-    return (
-        data_accessor.tf_dataset_factory(
-            file_pattern,
-            tfxio.TensorFlowDatasetOptions(batch_size=batch_size, num_epochs=1, shuffle_seed=seed),
-            tft_output.raw_metadata.schema,
-        )
-        .map(apply_transform, num_parallel_calls=tf.data.AUTOTUNE)
-        .cache()
-        .shuffle(64, seed=seed, reshuffle_each_iteration=True)
-        .repeat()
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    return apply
 
 
 def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput) -> dict:
@@ -147,28 +135,32 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
 
 
 def run_fn(fn_args: FnArgs) -> None:
-    """Trains on the window of spans (raw examples through the Transform graph) and exports
-    the serving SavedModel."""
+    """Trains on the window of spans (raw examples through the Transform graph) through the
+    trainer toolkit, and exports the serving SavedModel with its training provenance."""
     keras_env.skip_autograph_for_libraries()
     hparams = HParams.from_custom_config(fn_args.custom_config)
+    import tensorflow_transform as tft
+
+    settings = training.TrainerSettings.from_custom_config(fn_args.custom_config)
+    session = training.setup(settings)
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
     tf.keras.utils.set_random_seed(hparams.seed)
-    train_ds = _input_fn(
-        fn_args.train_files, fn_args.data_accessor, tft_output, hparams.batch_size, hparams.seed
-    )
-    eval_ds = _input_fn(
-        fn_args.eval_files, fn_args.data_accessor, tft_output, hparams.batch_size, hparams.seed
-    )
-    model = build_model(tft_output, hparams)
-    model.fit(
-        train_ds,
-        steps_per_epoch=fn_args.train_steps,
-        validation_data=eval_ds,
-        validation_steps=fn_args.eval_steps,
-        callbacks=[tf.keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir)],
-        verbose=2,
-    )
-    logging.info("Exporting serving model to %s", fn_args.serving_model_dir)
-    tf.saved_model.save(
-        model, fn_args.serving_model_dir, signatures=_serving_signatures(model, tft_output)
+    training.train_and_export(
+        session,
+        build_model=lambda: build_model(tft_output, hparams),
+        spec=training.FitSpec(
+            train_files=fn_args.train_files,
+            eval_files=fn_args.eval_files,
+            feature_spec=tft_output.raw_feature_spec(),
+            transform=transform_fn(tft_output),
+            per_replica_batch_size=hparams.batch_size,
+            train_steps=fn_args.train_steps,
+            eval_steps=fn_args.eval_steps,
+            model_run_dir=fn_args.model_run_dir,
+            serving_model_dir=fn_args.serving_model_dir,
+            seed=hparams.seed,
+            base_model=fn_args.base_model,
+            identity={"transform": fn_args.transform_output, "hparams": dataclasses.asdict(hparams)},
+        ),
+        signatures=lambda model: _serving_signatures(model, tft_output),
     )

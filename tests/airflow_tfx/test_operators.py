@@ -27,7 +27,7 @@ class _TI:
 
 
 def _run(mode: str):
-    op = TfxNodeOperator(task_id="Fake", node_id="Fake", workdir="/work",
+    op = TfxNodeOperator(task_id="Fake", node_id="Fake", workdir="/work", pipeline="taxi",
                          entrypoint=[sys.executable, FAKE, mode])
     ti = _TI()
     return op, ti, op.execute({"ti": ti})
@@ -38,7 +38,7 @@ def test_complete_node_returns_its_output_uris_and_streams_the_log(capsys):
     _, ti, out = _run("complete")
     assert out == {"model": ["/pipeline_root/Fake/model/7"]}
     assert ti.xcom["status"] == "complete"
-    assert "fake node: args node run --workdir /work --run-id {{ run_id }} --node Fake" in capsys.readouterr().out
+    assert "fake node: args node run --workdir /work --pipeline taxi --run-id {{ run_id }} --node Fake" in capsys.readouterr().out
 
 
 def test_cached_node_succeeds_and_says_so(capsys):

@@ -55,7 +55,7 @@ def dag_test(env, date: str) -> tuple[str, str, dict]:
 def summary(env, run_id: str) -> dict:
     out = subprocess.run(
         [TFX_PYTHON, "-m", "retrain.cli", "summary", "--workdir", env["RETRAIN_WORKDIR"],
-         "--run-id", run_id, "--json"],
+         "--pipeline", "taxi", "--run-id", run_id, "--json"],
         capture_output=True, text=True,
     ).stdout
     return json.loads(out)

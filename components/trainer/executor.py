@@ -1,0 +1,34 @@
+"""Trainer executor: TFX's GenericExecutor, plus the training provenance on the Model artifact.
+
+After `run_fn` returns, the record the toolkit wrote beside the SavedModel is copied onto
+the output Model's MLMD custom properties (`training_strategy`, `training_precision_policy`,
+...), where lineage queries, the run summary and governance reports read it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tfx.components.trainer import executor as trainer_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from components.trainer import provenance
+
+
+class Executor(trainer_executor.GenericExecutor):
+    def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
+        super().Do(input_dict, output_dict, exec_properties)
+        model = artifact_utils.get_single_instance(output_dict["model"])
+        record = provenance.read(path_utils.serving_model_dir(model.uri))
+        if record is None:
+            logging.warning("no training provenance beside the SavedModel: run_fn does not use the trainer toolkit")
+            return
+        for key, value in provenance.mlmd_values(record).items():
+            if isinstance(value, int):
+                model.set_int_custom_property(key, value)
+            elif isinstance(value, float):
+                model.set_float_custom_property(key, value)
+            else:
+                model.set_string_custom_property(key, value)

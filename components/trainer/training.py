@@ -1,0 +1,266 @@
+"""Fit and export through the toolkit: what a pipeline's `run_fn` calls.
+
+`setup(settings)` picks and builds the strategy and precision for the hardware (before
+the model exists); `train_and_export(...)` builds the model in the strategy's scope,
+optionally warm-starts it, fits it with BackupAndRestore, TensorBoard and throughput
+logging, exports the SavedModel (chief only) and writes the training provenance beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import tempfile
+import time
+from typing import Any, Callable, Mapping
+
+import tensorflow as tf
+
+from components.trainer import dataset, hardware, precision, provenance
+from components.trainer import strategy as strategy_lib
+from components.trainer.settings import TrainerSettings
+from components.trainer.warm_start import warm_start_from
+
+
+@dataclasses.dataclass
+class Session:
+    """What `setup` chose for this process, and the strategy object."""
+
+    settings: TrainerSettings
+    hardware: hardware.Hardware
+    strategy_choice: strategy_lib.StrategyChoice
+    strategy: Any
+    precision_choice: precision.PrecisionChoice
+
+    @property
+    def replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def is_chief(self) -> bool:
+        return self.hardware.cluster is None or self.hardware.cluster.is_chief
+
+    def global_batch_size(self, per_replica: int) -> int:
+        """The batch the input pipeline yields; the strategy splits it over replicas."""
+        return per_replica * self.replicas
+
+    def input_options(self, per_replica_batch_size: int, seed: int | None) -> dataset.InputOptions:
+        return dataset.InputOptions(
+            global_batch_size=self.global_batch_size(per_replica_batch_size),
+            shuffle_seed=seed,
+            deterministic=self.settings.deterministic,
+            cache_max_bytes=self.settings.cache_max_bytes,
+            shard_by_data=self.strategy_choice.name == "multi_worker",
+        )
+
+
+def setup(settings: TrainerSettings) -> Session:
+    """Chooses and applies strategy and precision; call before building any model.
+
+    Order matters: GPU memory growth before any GPU use, the multi-worker strategy before
+    any other TF op, the precision probe (which runs ops) last.
+    """
+    if settings.gpu_memory_growth:
+        hardware.enable_gpu_memory_growth()
+    hw = hardware.detect()
+    strategy_choice = strategy_lib.choose_strategy(settings.strategy, hw)
+    strategy = strategy_lib.create_strategy(strategy_choice)
+    precision_choice = precision.choose_precision(
+        settings.precision, hw, probe_bf16_speedup=precision.probe_cpu_bf16_speedup
+    )
+    precision.apply_policy(precision_choice.policy)
+    logging.info(
+        "trainer: strategy %s (%s) on %s, %d replica(s); precision %s (%s)",
+        strategy_choice.name, strategy_choice.reason, list(strategy_choice.devices) or "default device",
+        strategy.num_replicas_in_sync, precision_choice.policy, precision_choice.reason,
+    )
+    return Session(settings, hw, strategy_choice, strategy, precision_choice)
+
+
+@dataclasses.dataclass(frozen=True)
+class FitSpec:
+    """One training job: inputs, steps and where things go."""
+
+    train_files: list[str]
+    eval_files: list[str]
+    feature_spec: dict
+    # Parsed raw batch -> (model inputs, label): the Transform graph plus the label split.
+    transform: Callable[[dict], tuple[dict, tf.Tensor]]
+    per_replica_batch_size: int
+    train_steps: int
+    eval_steps: int
+    model_run_dir: str
+    serving_model_dir: str
+    seed: int | None = None
+    base_model: str | None = None
+    # Anything else that defines the job (hyperparameters, transform graph): a retry with
+    # the same inputs resumes from the same backup, a different job never does.
+    identity: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def backup_dir(settings: TrainerSettings, spec: FitSpec) -> str:
+    """The BackupAndRestore folder: stable across retries of the same job."""
+    key = json.dumps(
+        {
+            "train": spec.train_files, "steps": spec.train_steps,
+            "batch": spec.per_replica_batch_size, "seed": spec.seed, **spec.identity,
+        },
+        sort_keys=True, default=str,
+    )
+    root = settings.backup_root or os.path.join(spec.model_run_dir, "backup")
+    return os.path.join(root, hashlib.sha256(key.encode()).hexdigest()[:16])
+
+
+class _BackupAndRestore(tf.keras.callbacks.BackupAndRestore):
+    """Keras' callback, also on OneDeviceStrategy (one GPU): its checkpointing is the same
+    as the default strategy's, but tf-keras 2.16 rejects it by type."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._supported_strategies = self._supported_strategies + (tf.distribute.OneDeviceStrategy,)
+
+
+class Progress(tf.keras.callbacks.Callback):
+    """Logs progress every N steps and measures steady-state throughput.
+
+    The first step of this attempt (tracing, warm-up) is excluded from examples/s.
+    """
+
+    def __init__(self, total_steps: int, global_batch: int, every: int):
+        super().__init__()
+        self.total, self.batch, self.every = total_steps, global_batch, every
+        self.first_step: int | None = None
+        self.steps_run = 0
+        self._t_first_end = None
+        self._t_last = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.first_step is None:
+            self.first_step = int(batch)
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        self.steps_run += 1
+        if self._t_first_end is None:
+            self._t_first_end = now
+        self._t_last = now
+        step = int(batch) + 1
+        if step % self.every == 0 or step == self.total:
+            loss = float(logs["loss"]) if logs and "loss" in logs else float("nan")
+            rate = self.examples_per_sec()
+            logging.info(
+                "trainer: step %d/%d loss %.4f%s", step, self.total, loss,
+                f", {rate:.0f} examples/s" if rate else "",
+            )
+
+    def examples_per_sec(self) -> float | None:
+        if self.steps_run < 2:
+            return None
+        return (self.steps_run - 1) * self.batch / (self._t_last - self._t_first_end)
+
+
+def _callbacks(session: Session, spec: FitSpec, progress: Progress) -> list:
+    settings = session.settings
+    callbacks = []
+    if settings.backup_every_steps:
+        callbacks.append(_BackupAndRestore(backup_dir(settings, spec), save_freq=settings.backup_every_steps))
+    # One TensorBoard writer per job: workers other than the chief would overwrite its files.
+    if settings.tensorboard and session.is_chief:
+        callbacks.append(
+            tf.keras.callbacks.TensorBoard(
+                log_dir=spec.model_run_dir,
+                profile_batch=tuple(settings.profile_steps) if settings.profile_steps else 0,
+            )
+        )
+    callbacks.append(progress)
+    return callbacks
+
+
+def _export(session: Session, model, spec: FitSpec, signatures: Callable) -> None:
+    """Chief writes the SavedModel; other workers must take part in the save (it is a
+    collective under multi-worker) but write to a scratch folder that is then removed."""
+    target = spec.serving_model_dir if session.is_chief else tempfile.mkdtemp(prefix="worker-export-")
+    tf.saved_model.save(model, target, signatures=signatures(model))
+    if not session.is_chief:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def train_and_export(
+    session: Session,
+    build_model: Callable[[], tf.keras.Model],
+    spec: FitSpec,
+    signatures: Callable[[tf.keras.Model], dict],
+) -> dict:
+    """Builds, (warm-starts,) fits and exports the model; returns the training provenance.
+
+    Raises:
+      FileNotFoundError: no input files, or warm start without a readable base model.
+    """
+    settings = session.settings
+    options = session.input_options(spec.per_replica_batch_size, spec.seed)
+    train_files = dataset.list_files(spec.train_files)
+    eval_files = dataset.list_files(spec.eval_files)
+    train_ds = dataset.make_dataset(train_files, spec.feature_spec, spec.transform, options)
+    eval_ds = dataset.make_dataset(eval_files, spec.feature_spec, spec.transform, options)
+    try:
+        with session.strategy.scope():
+            model = build_model()
+        warm = None
+        if settings.warm_start and spec.base_model:
+            warm = warm_start_from(model, spec.base_model)
+        elif settings.warm_start:
+            logging.info("trainer: warm start enabled but no blessed model yet; training from scratch")
+        progress = Progress(spec.train_steps, options.global_batch_size, settings.log_every_steps)
+        start = time.perf_counter()
+        history = model.fit(
+            train_ds,
+            steps_per_epoch=spec.train_steps,
+            validation_data=eval_ds,
+            validation_steps=spec.eval_steps,
+            callbacks=_callbacks(session, spec, progress),
+            verbose=0,
+        )
+        wall = time.perf_counter() - start
+        if settings.backup_every_steps and session.is_chief:
+            # Keras deleted the checkpoints of the finished job; drop its empty folder too.
+            shutil.rmtree(backup_dir(settings, spec), ignore_errors=True)
+        _export(session, model, spec, signatures)
+    finally:
+        # Later nodes in the same process (Evaluator) must not inherit the policy.
+        precision.apply_policy("float32")
+
+    record = {
+        "strategy": session.strategy_choice.name,
+        "strategy_reason": session.strategy_choice.reason,
+        "replicas": session.replicas,
+        "workers": session.hardware.cluster.num_workers if session.hardware.cluster else 1,
+        "devices": list(session.strategy_choice.devices) or ["default"],
+        "gpus": [g.name for g in session.hardware.gpus],
+        "precision_policy": session.precision_choice.policy,
+        "precision_reason": session.precision_choice.reason,
+        "loss_scaling": isinstance(model.optimizer, tf.keras.mixed_precision.LossScaleOptimizer),
+        "per_replica_batch_size": spec.per_replica_batch_size,
+        "global_batch_size": options.global_batch_size,
+        "train_steps": spec.train_steps,
+        "steps_this_attempt": progress.steps_run,
+        "resumed_from_step": progress.first_step or 0,
+        "examples_per_sec": round(progress.examples_per_sec() or 0.0, 1),
+        "train_wall_s": round(wall, 2),
+        "input_files": len(train_files),
+        "input_cached": dataset.cache_used(train_files, options),
+        "deterministic": settings.deterministic,
+        "warm_start": warm,
+        "final_metrics": {k: round(float(v[-1]), 5) for k, v in history.history.items()},
+        "tensorflow": tf.__version__,
+        "host": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+    }
+    if session.is_chief:
+        provenance.write(spec.serving_model_dir, record)
+    logging.info("trainer: %s", json.dumps(record, sort_keys=True))
+    return record

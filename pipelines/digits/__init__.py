@@ -1,0 +1,1 @@
+"""Digits image-classification reference pipeline."""

@@ -1,0 +1,170 @@
+"""The toolkit's real code paths on CPU: MirroredStrategy over two logical devices, a
+two-worker MultiWorkerMirroredStrategy on localhost, mixed precision, BackupAndRestore
+resuming a killed job, warm start, and the input pipeline."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.trainer import dataset, precision, provenance
+from components.trainer.warm_start import warm_start_from
+from tests.conftest import REPO
+from tests.components.trainer import toy_job
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("toy_data"))
+    toy_job.write_data(folder)
+    return folder
+
+
+def _job(data, out, *args, env=None):
+    return [sys.executable, "-m", "tests.components.trainer.toy_job", "--data", data, "--out", str(out), *args]
+
+
+def _run(cmd, env=None, timeout=180) -> dict:
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [line] = [l for l in proc.stdout.splitlines() if l.startswith("PROVENANCE ")]
+    return json.loads(line[len("PROVENANCE "):])
+
+
+def _serves(serving_dir) -> np.ndarray:
+    loaded = tf.saved_model.load(str(serving_dir))
+    ex = tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[2.0, 2.0, 0.0, 0.0]))}))
+    return loaded.signatures["serving_default"](tf.constant([ex.SerializeToString()]))["outputs"].numpy()
+
+
+def test_mirrored_over_two_logical_cpus(data, tmp_path):
+    record = _run(_job(data, tmp_path, "--strategy", "mirrored", "--logical-cpus", "2", "--batch", "8"))
+    assert (record["strategy"], record["replicas"], record["devices"]) == ("mirrored", 2, ["/cpu:0", "/cpu:1"])
+    assert record["global_batch_size"] == 16  # scales with replicas
+    assert record["steps_this_attempt"] == 20 and record["examples_per_sec"] > 0
+    assert provenance.read(str(tmp_path / "serving")) == record
+    assert _serves(tmp_path / "serving").shape == (1, 1)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_multi_worker_on_localhost_exports_one_model(data, tmp_path):
+    ports = _free_ports(2)
+    procs = []
+    for index in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({
+            "cluster": {"worker": [f"localhost:{p}" for p in ports]}, "task": {"type": "worker", "index": index}})}
+        procs.append(subprocess.Popen(
+            _job(data, tmp_path, "--steps", "10"), cwd=REPO, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    records = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+        records.append(json.loads(next(l for l in out.splitlines() if l.startswith("PROVENANCE "))[11:]))
+    assert {(r["strategy"], r["workers"], r["replicas"]) for r in records} == {("multi_worker", 2, 2)}
+    assert records[0]["global_batch_size"] == 32
+    # One model, written by the chief (worker 0); the other worker's scratch copy is gone.
+    assert sorted(os.listdir(tmp_path)) == ["model_run", "serving"]
+    assert provenance.read(str(tmp_path / "serving"))["workers"] == 2
+    assert _serves(tmp_path / "serving").shape == (1, 1)
+
+
+def test_mixed_float16_uses_loss_scaling_and_float32_outputs(data, tmp_path):
+    record = _run(_job(data, tmp_path, "--precision", "mixed_float16", "--steps", "5"))
+    assert record["precision_policy"] == "mixed_float16" and record["loss_scaling"] is True
+    assert _serves(tmp_path / "serving").dtype == np.float32
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_model_builders_keep_outputs_float32(policy):
+    from pipelines.digits import model as digits_model
+    from pipelines.taxi import model as taxi_model
+
+    precision.apply_policy(policy)
+    try:
+        taxi = taxi_model._build_model({"payment_type": 5, "company": 7}, taxi_model.HParams())
+        digits = digits_model._build_model(digits_model.HParams())
+    finally:
+        precision.apply_policy("float32")
+    for model in (taxi, digits):
+        assert model.layers[-2].compute_dtype in ("float16", "bfloat16")  # the body runs in low precision
+        assert model.outputs[0].dtype == tf.float32
+        scaled = isinstance(model.optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
+        assert scaled == (policy == "mixed_float16")  # bf16 has float32's range: no scaling
+
+
+def test_backup_and_restore_resumes_a_killed_trainer(data, tmp_path):
+    backup_root = tmp_path / "backup"
+    cmd = _job(data, tmp_path / "out", "--strategy", "one_device", "--steps", "4000",
+               "--backup-every", "25", "--backup-root", str(backup_root))
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not list(backup_root.glob("*/chief/checkpoint")):
+        assert proc.poll() is None, "the job ended before its first checkpoint"
+        assert time.time() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)  # as a node timeout or a lost machine would
+    proc.wait()
+    assert not (tmp_path / "out" / "serving").exists()
+
+    record = _run(cmd)
+    assert record["resumed_from_step"] > 0
+    assert record["resumed_from_step"] + record["steps_this_attempt"] == 4000
+    assert not any(backup_root.iterdir())  # a finished job leaves no backup behind
+
+
+def test_warm_start_copies_matching_weights(tmp_path):
+    tf.keras.utils.set_random_seed(1)
+    old = toy_job.build_model()
+    tf.saved_model.save(old, str(tmp_path / "old"))
+
+    tf.keras.utils.set_random_seed(2)
+    new = toy_job.build_model()
+    report = warm_start_from(new, str(tmp_path / "old"))
+    assert report["weights_copied"] == 4 and report["weights_fresh"] == 0
+    for a, b in zip(old.weights, new.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+    # A layer whose shape changed keeps its fresh weights; the others still copy.
+    wider = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(1)])
+    report = warm_start_from(wider, str(tmp_path / "old"))
+    assert report["weights_copied"] == 1 and report["weights_fresh"] == 3  # only the last bias fits
+    with pytest.raises(FileNotFoundError, match="no SavedModel variables"):
+        warm_start_from(new, str(tmp_path))
+
+
+def test_input_pipeline_batches_parses_and_keeps_order_when_asked(data):
+    files = dataset.list_files([os.path.join(data, "Split-train", "*")])
+    spec = {"x": tf.io.FixedLenFeature([4], tf.float32), "y": tf.io.FixedLenFeature([1], tf.int64)}
+    opts = dataset.InputOptions(global_batch_size=32, deterministic=True)
+
+    def passes():
+        ds = dataset.make_dataset(files, spec, lambda f: ({"x": f["x"]}, f["y"]), opts, repeat=False)
+        return [x["x"].numpy() for x, _ in ds]
+
+    first, second = passes(), passes()
+    assert [b.shape for b in first] == [(32, 4)] * 16  # 512 rows, parsed per batch
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    assert dataset.cache_used(files, opts)
+    assert not dataset.cache_used(files, dataset.InputOptions(global_batch_size=32, cache_max_bytes=1000))
+    with pytest.raises(FileNotFoundError, match="no training input files match"):
+        dataset.list_files(["/nonexistent/Split-train/*"])
