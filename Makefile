@@ -10,7 +10,7 @@ VENV := .venv
 STAMP := $(VENV)/.synced
 AF_VENV := .venv-airflow
 AF_STAMP := $(AF_VENV)/.synced
-TEMPLATE := dags/compiled/taxi.json
+TEMPLATES := dags/compiled/taxi.json dags/compiled/digits.json
 PIPELINE_SOURCES := $(shell find pipelines components -name '*.py' -o -name '*.yaml' 2>/dev/null)
 WORKDIR ?= work
 PYTEST_ARGS ?=
@@ -29,7 +29,7 @@ help:
 	@echo "make run-local     the same pipeline with the local runner: retrain run"
 	@echo "make airflow       start Airflow 3 (UI on http://127.0.0.1:8080) in its own process group"
 	@echo "make airflow-stop  stop it, every process it started"
-	@echo "make compile       recompile the DAG template dags/compiled/taxi.json from the pipeline code"
+	@echo "make compile       recompile the DAG templates dags/compiled/*.json from the pipeline code"
 	@echo "make venv / airflow-venv   only set up the TFX runtime (.venv) / the Airflow control plane (.venv-airflow)"
 	@echo "make lock          re-resolve requirements/*.lock from requirements/*.in"
 
@@ -59,18 +59,18 @@ $(AF_STAMP): requirements/airflow.lock setup.py | $(UV)
 airflow-venv: $(AF_STAMP)
 
 # Recompiled whenever the pipeline code changes; DAG parsing refuses a stale template.
-$(TEMPLATE): $(PIPELINE_SOURCES) | $(STAMP)
-	$(VENV)/bin/retrain compile --out $@
+dags/compiled/%.json: $(PIPELINE_SOURCES) | $(STAMP)
+	$(VENV)/bin/retrain compile --config pipelines/$*/config.yaml --out $@
 
-compile: $(TEMPLATE)
+compile: $(TEMPLATES)
 
-demo: venv airflow-venv $(TEMPLATE)
+demo: venv airflow-venv $(TEMPLATES)
 	RETRAIN_WORKDIR=$(abspath $(WORKDIR)) scripts/airflow.sh demo
 
 run-local: venv
 	$(VENV)/bin/retrain run --workdir $(WORKDIR)
 
-airflow: venv airflow-venv $(TEMPLATE)
+airflow: venv airflow-venv $(TEMPLATES)
 	RETRAIN_WORKDIR=$(abspath $(WORKDIR)) scripts/airflow.sh start
 
 airflow-stop:
@@ -86,7 +86,7 @@ test-tfx: venv
 	@[ "$$(id -u)" = 0 ] || { echo "error: install Debian's chromium (apt-get install chromium) for the browser test" >&2; exit 1; }
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
-test-airflow: venv airflow-venv $(TEMPLATE) /usr/bin/chromium
+test-airflow: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
 	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags $(PYTEST_ARGS)
 
 lock: | $(UV)

@@ -19,7 +19,8 @@ from airflow_tfx.operators import TfxNodeOperator, TfxRuntimeOperator
 
 # Deployment settings from the environment (never Variables or Connections at parse time).
 WORKDIR_ENV = "RETRAIN_WORKDIR"
-DATA_ROOT_ENV = "RETRAIN_DATA_ROOT"
+# Per pipeline, e.g. RETRAIN_DATA_ROOT_TAXI: each DAG reads its own data.
+DATA_ROOT_ENV = "RETRAIN_DATA_ROOT_{pipeline}"
 _STAGE_ORDER = ("validate_data", "train", "evaluate", "push", "other")
 _STAGE_TOOLTIPS = {
     "validate_data": "ingest the span, profile it, check it against the schema, the data gate",
@@ -77,7 +78,7 @@ def build_dag(
                 "--train-steps", "{{ params.train_steps or '' }}",
                 "--window", "{{ params.window or '' }}",
                 "--expect", template_path,
-                "--data-root", os.environ.get(DATA_ROOT_ENV, ""),
+                "--data-root", os.environ.get(DATA_ROOT_ENV.format(pipeline=template["pipeline"].upper()), ""),
             ],
             doc_md="Checks the span's data, backfills the window, compiles and binds the run's IR.",
         )

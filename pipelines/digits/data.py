@@ -1,5 +1,6 @@
 """The embedded digits data: scikit-learn's 1,797 handwritten 8x8 digits as monthly spans
-of tf.Examples holding PNG bytes (`retrain data digits` writes them; the repo ships them)."""
+of tf.Examples holding PNG bytes. The repo ships them; `python -m pipelines.digits.data OUT`
+writes them again (tests check the two are equal)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,14 @@ def write_spans(out_root: str, first_span: int = FIRST_SPAN, num_spans: int = NU
         os.rename(tmp, final)
         counts[span] = len(rows)
     return counts
+
+
+if __name__ == "__main__":
+    import sys
+
+    from retrain import keras_env  # noqa: F401  (before TensorFlow)
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m pipelines.digits.data OUT_ROOT")
+    for span, rows in write_spans(sys.argv[1]).items():
+        print(f"span {span}: {rows} images")

@@ -50,7 +50,7 @@ def airflow(tmp_path_factory):
         "AIRFLOW_PORT": str(port),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         "RETRAIN_WORKDIR": str(root / "work"),
-        "RETRAIN_DATA_ROOT": str(data),
+        "RETRAIN_DATA_ROOT_TAXI": str(data),
     }
     subprocess.run([SCRIPT, "start"], env=env, check=True, timeout=300)
     try:

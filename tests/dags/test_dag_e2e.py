@@ -31,7 +31,7 @@ def env(tmp_path_factory):
         **os.environ,
         "AIRFLOW_HOME": str(root / "airflow"),
         "RETRAIN_WORKDIR": str(root / "work"),
-        "RETRAIN_DATA_ROOT": str(data),
+        "RETRAIN_DATA_ROOT_TAXI": str(data),
         "RETRAIN_TFX_PYTHON": TFX_PYTHON,
     }
 
@@ -81,8 +81,8 @@ def test_corrupted_month_is_stopped_at_the_gate(env):
     with open(os.path.join(TAXI_DATA, "span-201612", "data.csv"), newline="") as f:
         rows = list(csv.reader(f))
     col = rows[0].index("payment_type")
-    os.makedirs(os.path.join(env["RETRAIN_DATA_ROOT"], "span-201701"))
-    with open(os.path.join(env["RETRAIN_DATA_ROOT"], "span-201701", "data.csv"), "w", newline="") as f:
+    os.makedirs(os.path.join(env["RETRAIN_DATA_ROOT_TAXI"], "span-201701"))
+    with open(os.path.join(env["RETRAIN_DATA_ROOT_TAXI"], "span-201701", "data.csv"), "w", newline="") as f:
         csv.writer(f).writerows([rows[0]] + [r[:col] + ["Bitcoin"] + r[col + 1:] for r in rows[1:]])
     before = versions(env)
     run_id, state, tasks = dag_test(env, "2017-02-01")  # the run for January 2017

@@ -14,6 +14,7 @@ from airflow_tfx.dag_factory import build_dag
 REPO = template_lib.REPO
 DAGS = os.path.join(REPO, "dags")
 TEMPLATE = os.path.join(DAGS, "compiled", "taxi.json")
+DAG_IDS = {"digits_retraining": "digits", "taxi_retraining": "taxi"}
 
 _PARSE = r"""
 import json, sys
@@ -25,11 +26,12 @@ with mock.patch("airflow.sdk.Variable.get", forbidden), \
      mock.patch("airflow.sdk.Connection.get", forbidden):
     from airflow.dag_processing.dagbag import DagBag
     bag = DagBag(dag_folder=sys.argv[1])
-dag = bag.dags.get("taxi_retraining")
 print(json.dumps({
     "errors": {k: str(v) for k, v in bag.import_errors.items()},
     "dag_ids": sorted(bag.dags),
-    "downstream": {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} if dag else None,
+    "downstream": {
+        dag_id: {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} for dag_id, dag in bag.dags.items()
+    },
     "heavy": sorted(m for m in ("tensorflow", "tfx", "tensorflow_transform", "ml_metadata") if m in sys.modules),
 }))
 """
@@ -43,11 +45,12 @@ def parsed():
 
 def test_no_import_errors(parsed):
     assert parsed["errors"] == {}
-    assert parsed["dag_ids"] == ["taxi_retraining"]
+    assert parsed["dag_ids"] == sorted(DAG_IDS)
 
 
-def test_task_graph_equals_the_compiled_ir(parsed):
-    template = template_lib.read(TEMPLATE)
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_task_graph_equals_the_compiled_ir(parsed, dag_id):
+    template = template_lib.read(os.path.join(DAGS, "compiled", f"{DAG_IDS[dag_id]}.json"))
     qualified = {n["id"]: f"{n['stage']}.{n['id']}" for n in template["nodes"]}
     expected = {
         qualified[n["id"]]: sorted(
@@ -57,7 +60,7 @@ def test_task_graph_equals_the_compiled_ir(parsed):
     }
     expected["prepare_run"] = sorted(qualified[n["id"]] for n in template["nodes"] if not n["upstream"])
     expected["run_summary"] = []
-    assert parsed["downstream"] == expected
+    assert parsed["downstream"][dag_id] == expected
     assert len(template["nodes"]) == 12
 
 
@@ -85,9 +88,20 @@ def test_stale_template_fails_loudly(tmp_path):
         build_dag(str(stale), "t", doc_md="doc")
 
 
-def test_template_is_fresh_for_the_code_in_this_checkout():
+@pytest.mark.parametrize("pipeline", sorted(DAG_IDS.values()))
+def test_template_is_fresh_for_the_code_in_this_checkout(pipeline):
     # `make compile` regenerates it; a stale committed template would break the DAG.
-    assert template_lib.read(TEMPLATE)["fingerprint"] == template_lib.source_fingerprint()
+    path = os.path.join(DAGS, "compiled", f"{pipeline}.json")
+    assert template_lib.read(path)["fingerprint"] == template_lib.source_fingerprint()
+
+
+def test_each_dag_reads_its_own_data_root(monkeypatch):
+    monkeypatch.setenv("RETRAIN_DATA_ROOT_DIGITS", "/data/digits")
+    monkeypatch.setenv("RETRAIN_DATA_ROOT_TAXI", "/data/taxi")
+    digits = build_dag(os.path.join(DAGS, "compiled", "digits.json"), "d", doc_md="doc")
+    args = digits.get_task("prepare_run").arguments
+    assert args[args.index("--data-root") + 1] == "/data/digits"
+    assert "pipelines/digits/config.yaml" in args[args.index("--config") + 1]
 
 
 def _ir(edges: dict):

@@ -58,3 +58,32 @@ def test_span_is_required():
     c = config_lib.load(TAXI_CONFIG)
     with pytest.raises(ValueError, match="needs config.span"):
         create_pipeline(c)
+
+
+def _upstream(config) -> dict:
+    ir = node_runner.compile_pipeline(create_pipeline(config))
+    return {n.pipeline_node.node_info.id: set(n.pipeline_node.upstream_nodes) for n in ir.nodes}
+
+
+def test_digits_uses_the_same_graph_with_tfrecord_ingestion(tmp_path):
+    from tests.conftest import DIGITS_CONFIG
+
+    c = config_lib.load(DIGITS_CONFIG, {"workdir": str(tmp_path), "span": 201606})
+    rename = lambda n: {"CsvExampleGen": "ImportExampleGen"}.get(n, n)  # noqa: E731
+    expected = {rename(k): {rename(u) for u in v} for k, v in EXPECTED_UPSTREAM.items()}
+    assert _upstream(c) == expected
+
+
+def test_warm_start_feeds_the_last_blessed_model_to_the_trainer(tmp_path):
+    c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612})
+    c = config_lib.replace(c, trainer={"warm_start": True})
+    upstream = _upstream(c)
+    assert upstream["Trainer"] == EXPECTED_UPSTREAM["Trainer"] | {"latest_blessed_model_resolver"}
+
+
+def test_trainer_gets_toolkit_settings_and_executor(ir):
+    [trainer] = [n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == "Trainer"]
+    custom = json.loads(trainer.parameters.parameters["custom_config"].field_value.string_value)
+    assert custom["trainer"]["backup_root"].endswith("pipeline_root/taxi/Trainer/backup")
+    deployment = ir.deployment_config
+    assert b"components.trainer.executor" in deployment.value

@@ -1,0 +1,96 @@
+"""The digits image pipeline end to end through `retrain run`: the same factory, gate and
+push as taxi, on the embedded 8x8 digits (encoded PNGs in tf.Examples)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from retrain import spans
+from tests.conftest import DIGITS_CONFIG, DIGITS_DATA
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+SPANS = (201604, 201605, 201606)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("digits")
+    for s in SPANS:
+        shutil.copytree(spans.span_dir(DIGITS_DATA, s), spans.span_dir(str(root / "data"), s))
+    return {"data": str(root / "data"), "work": str(root / "work")}
+
+
+def retrain(env, *args):
+    cmd = [sys.executable, "-m", "retrain.cli", "run", "--json", "--config", DIGITS_CONFIG,
+           "--workdir", env["work"], "--data-root", env["data"], *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
+    return proc.returncode, summary, proc.stderr
+
+
+def _examples(span: int):
+    path = os.path.join(spans.span_dir(DIGITS_DATA, span), "data.tfrecord.gz")
+    records = [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type="GZIP")]
+    labels = [tf.train.Example.FromString(r).features.feature["label"].int64_list.value[0] for r in records]
+    return records, np.array(labels)
+
+
+@pytest.fixture(scope="module")
+def first_run(env):
+    return retrain(env)
+
+
+def test_trains_through_the_toolkit_is_blessed_and_pushed(first_run):
+    rc, summary, err = first_run
+    assert rc == 0, err[-3000:]
+    assert summary["outcome"] == "pushed" and summary["window_spans"] == list(SPANS)
+    accuracy = summary["evaluation"]["candidate"]["sparse_categorical_accuracy"]
+    assert accuracy >= 0.85, summary["evaluation"]  # chance is 0.1
+    assert summary["training"]["strategy"] == "default"
+    assert summary["training"]["precision_policy"] in ("float32", "mixed_bfloat16")
+    assert summary["training"]["train_steps"] == 200 and summary["training"]["examples_per_sec"] > 0
+
+
+def test_model_artifact_records_strategy_and_precision_in_mlmd(env, first_run):
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = os.path.join(env["work"], "metadata", "digits.sqlite")
+    store = metadata_store.MetadataStore(cfg)
+    [model] = store.get_artifacts_by_type("Model")
+    props = {k: getattr(v, v.WhichOneof("value")) for k, v in model.custom_properties.items()}
+    assert props["training_strategy"] == first_run[1]["training"]["strategy"]
+    assert props["training_precision_policy"] == first_run[1]["training"]["precision_policy"]
+    assert props["training_replicas"] == 1 and props["training_global_batch_size"] == 32
+
+
+def test_pushed_model_classifies_raw_encoded_images(env, first_run):
+    pushed = first_run[1]["pushed"]["path"]
+    assert os.path.exists(os.path.join(pushed, "assets.extra", "training_provenance.json"))
+    serve = tf.saved_model.load(pushed).signatures["serving_default"]
+    records, labels = _examples(SPANS[0])
+    probabilities = serve(examples=tf.constant(records[:200]))["probabilities"].numpy()
+    assert probabilities.shape == (200, 10)
+    assert (probabilities.argmax(axis=1) == labels[:200]).mean() > 0.85
+
+
+def test_a_span_of_shifted_classes_is_stopped_by_the_gate(env, first_run):
+    records, labels = _examples(201606)
+    folder = spans.span_dir(env["data"], 201607)
+    os.makedirs(folder)
+    with tf.io.TFRecordWriter(os.path.join(folder, "data.tfrecord.gz"), options="GZIP") as w:
+        for record, label in zip(records, labels):
+            if label in (1, 7):  # a month in which only ones and sevens arrive
+                w.write(record)
+    before = sorted(os.listdir(os.path.join(env["work"], "serving", "digits")))
+    rc, summary, err = retrain(env, "--span", "201607")
+    assert rc == 3, err[-3000:]
+    assert summary["outcome"] == "stopped_by_data_gate"
+    assert summary["data_gate"]["blocking_features"] == ["label"]
+    assert sorted(os.listdir(os.path.join(env["work"], "serving", "digits"))) == before
