@@ -63,6 +63,12 @@ class PipelineConfig:
     max_auc_decrease: float = 0.02
     # Multiclass: the largest accuracy drop tolerated vs the baseline.
     max_accuracy_decrease: float = 0.02
+    # Pre-push serving check (ServingCheck): requests sent, p99 latency budget.
+    enable_serving_check: bool = True
+    serving_check_requests: int = 20
+    serving_max_latency_ms: float = 500.0
+    # Pushed versions kept under the serving dir (older ones removed unless pinned/labelled).
+    keep_versions: int = 5
     # Direct runner mode: in_memory is several times faster on small spans.
     beam_mode: BeamMode = "in_memory"
     beam_workers: int = 0
@@ -174,7 +180,7 @@ def validate(config: PipelineConfig) -> None:
     Raises:
       ConfigError: naming the field.
     """
-    for name in ("window_spans", "train_steps", "eval_steps"):
+    for name in ("window_spans", "train_steps", "eval_steps", "serving_check_requests", "keep_versions"):
         if getattr(config, name) < 1:
             raise ConfigError(f"{name}: must be at least 1, got {getattr(config, name)}")
     for name in ("min_auc", "min_accuracy"):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
-from tfx.dsl.components.base import executor_spec  # Trainer's documented custom_executor_spec
 
-from components.trainer import executor as trainer_executor
+from components.trainer.component import Trainer
 
 from components.atomic_pusher.component import AtomicPusher
 from components.data_gate import DataGate, DataGateReport
+from components.serving_check import ServingCheck
 from components.span_window import SpanWindowStrategy
 from pipelines.config import PipelineConfig
 from retrain import spans
@@ -28,6 +28,7 @@ NODE_STAGES = {
     "Trainer": "train",
     "latest_blessed_model_resolver": "evaluate",
     "Evaluator": "evaluate",
+    "ServingCheck": "push",
     "AtomicPusher": "push",
 }
 
@@ -221,7 +222,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
 
     # Trains on the raw window through the transform graph, with the trainer toolkit's
     # strategy, precision and fault tolerance; its executor records them on the Model.
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn=config.run_fn,
         examples=window_resolver.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
@@ -233,7 +234,6 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             "hparams": dict(config.hparams),
             "trainer": {"backup_root": config.trainer_backup_root, **config.trainer},
         },
-        custom_executor_spec=executor_spec.ExecutorClassSpec(trainer_executor.Executor),
     )
 
     # Candidate vs baseline on the eval splits of the window (the new span included): records
@@ -245,16 +245,31 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         eval_config=_eval_config(config),
     )
 
-    # Only a blessed model is pushed; otherwise the Pusher node is skipped, not run.
+    # Only a blessed model goes on: otherwise both nodes below are skipped, not run.
     with tfx.dsl.Cond(evaluator.outputs["blessing"].future()[0].custom_property("blessed") == 1):
+        # The candidate must load in a separate model server and answer real requests
+        # correctly within the latency budget; writes the warm-up requests the Pusher ships.
+        serving_check = None
+        if config.enable_serving_check:
+            serving_check = ServingCheck(
+                model=trainer.outputs["model"],
+                examples=example_gen.outputs["examples"],
+                model_name=config.model_name,
+                num_requests=config.serving_check_requests,
+                max_latency_ms=config.serving_max_latency_ms,
+            )
+        # Atomic push (TF Serving never sees half a version), with warm-up requests; keeps
+        # the newest `keep_versions` versions for rollback. Not pushed unless infra-blessed.
         pusher = AtomicPusher(
             model=trainer.outputs["model"],
             model_blessing=evaluator.outputs["blessing"],
+            infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
             push_destination=tfx.proto.PushDestination(
                 filesystem=tfx.proto.PushDestination.Filesystem(
                     base_directory=config.serving_model_dir
                 )
             ),
+            custom_config={"keep_versions": config.keep_versions},
         )
 
     return tfx.dsl.Pipeline(
@@ -272,6 +287,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             trainer,
             model_resolver,
             evaluator,
+            *([serving_check] if serving_check else []),
             pusher,
         ],
         enable_cache=config.enable_cache,

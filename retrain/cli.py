@@ -7,6 +7,9 @@
     retrain summary --run-dir DIR [--json]              a prepared run's summary
     retrain schema infer --out schemas/x/schema.pbtxt   bootstrap a schema to curate
     retrain spans                                       list the spans in the data folder
+    retrain serve [--rest-port 8501 --grpc-port 8500]   serve pushed models (TF Serving's APIs)
+    retrain rollback --model taxi [--to V] --reason R   serve an earlier version
+    retrain serving-config [--base-path-prefix /models] TF Serving's models.config
 
 Exit codes: 0 done (pushed, not blessed, cached or skipped); 1 a node failed; 2 bad input
 (nothing was written); 3 the data gate stopped the span.
@@ -114,6 +117,10 @@ def _parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("spans", help="list the spans of the data folder")
     ls.add_argument("--config", default=_DEFAULT_CONFIG)
     ls.add_argument("--data-root", dest="data_root")
+
+    from serving import commands as serving_commands
+
+    serving_commands.add_parsers(sub, _DEFAULT_CONFIG)
     return p
 
 
@@ -367,8 +374,10 @@ _COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from serving import commands as serving_commands
+
     args = _parser().parse_args(argv)
-    code = _COMMANDS[args.command](args)
+    code = {**_COMMANDS, **serving_commands.COMMANDS}[args.command](args)
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()

@@ -20,7 +20,7 @@ _SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy", "sparse_categoric
 # Every summary has these keys (None when the run did not get that far).
 _SUMMARY_KEYS = (
     "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
-    "data_gate", "training", "evaluation", "blessed", "pushed", "outcome", "error",
+    "data_gate", "training", "evaluation", "blessed", "serving_check", "pushed", "outcome", "error",
 )
 # The Model artifact's custom properties the trainer toolkit's executor sets.
 _TRAINING_PREFIX = "training_"
@@ -103,6 +103,7 @@ def build_summary(
         "training": None,
         "evaluation": None,
         "blessed": None,
+        "serving_check": None,
         "pushed": None,
         "outcome": None,
         "error": failed.error if failed else None,
@@ -155,6 +156,17 @@ def build_summary(
         [blessing] = store.get_artifacts_by_id([evaluator.outputs["blessing"][0]["id"]])
         summary["blessed"] = bool(_custom(blessing, "blessed"))
 
+    check = by_node.get("ServingCheck")
+    if check and check.outputs.get("blessing"):
+        path = os.path.join(check.outputs["blessing"][0]["uri"], "serving_check.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                report = json.load(f)
+            summary["serving_check"] = {
+                "passed": report["passed"], "reasons": report["reasons"],
+                "latency_ms": report.get("latency_ms"), "report": path,
+            }
+
     pusher = next((r for r in results if r.node_id.endswith("Pusher")), None)
     if pusher and pusher.outputs.get("pushed_model"):
         [pushed] = store.get_artifacts_by_id([pusher.outputs["pushed_model"][0]["id"]])
@@ -173,6 +185,8 @@ def build_summary(
         summary["outcome"] = "pushed"
     elif summary["blessed"] is False:
         summary["outcome"] = "not_blessed"
+    elif summary["serving_check"] and not summary["serving_check"]["passed"]:
+        summary["outcome"] = "failed_serving_check"
     else:
         summary["outcome"] = "not_pushed"
     return summary
@@ -233,6 +247,14 @@ def format_summary(summary: dict) -> str:
             lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")
     if summary["blessed"] is not None:
         lines.append(f"  blessed          {'yes' if summary['blessed'] else 'no'}")
+    check = summary.get("serving_check")
+    if check:
+        latency = check.get("latency_ms") or {}
+        lines.append(
+            "  serving check    "
+            + ("passed" if check["passed"] else "FAILED: " + "; ".join(check["reasons"]))
+            + (f" (p50 {latency['p50']} ms, p99 {latency['p99']} ms)" if latency else "")
+        )
     if summary["pushed"]:
         p = summary["pushed"]
         what = "already serving as version" if p["already_serving"] else "version"

@@ -21,7 +21,12 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from serving import history, versions
+
 _NUMERIC = re.compile(r"^\d+$")
+# TF Serving replays this file when it loads a version (written by ServingCheck).
+WARMUP_FILENAME = "tf_serving_warmup_requests"
+WARMUP_PATH = os.path.join("assets.extra", WARMUP_FILENAME)
 # Written into each pushed version (TF Serving ignores assets.extra/ except warm-up files).
 PUSH_INFO = os.path.join("assets.extra", "push_info.json")
 
@@ -54,9 +59,13 @@ def version_pushed_from(base_directory: str, model_uri: str) -> int | None:
 
 
 def atomic_copy_dir(
-    src: str, base_directory: str, version: int, push_info: dict | None = None
+    src: str, base_directory: str, version: int, push_info: dict | None = None,
+    extra_files: dict[str, str] | None = None,
 ) -> str:
     """Copies `src` to `<base>/<version>` so that the version appears complete or not at all.
+
+    `extra_files` maps paths inside the version (e.g. the warm-up requests under
+    assets.extra/) to files copied in before the version becomes visible.
 
     Raises:
       FileExistsError: the version directory already exists (nothing is overwritten).
@@ -73,6 +82,9 @@ def atomic_copy_dir(
             os.makedirs(os.path.dirname(os.path.join(staging, PUSH_INFO)), exist_ok=True)
             with open(os.path.join(staging, PUSH_INFO), "w", encoding="utf-8") as f:
                 json.dump(push_info, f, indent=2, sort_keys=True)
+        for relative, source in (extra_files or {}).items():
+            os.makedirs(os.path.dirname(os.path.join(staging, relative)), exist_ok=True)
+            shutil.copy(source, os.path.join(staging, relative))
         os.rename(staging, final)  # atomic on POSIX within one filesystem
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -95,6 +107,7 @@ class Executor(pusher_executor.Executor):
         if not self.CheckBlessing(input_dict):
             self._MarkNotPushed(model_push)
             return
+        custom_config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
         model_path = self.GetModelPath(input_dict)
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(
@@ -119,7 +132,21 @@ class Executor(pusher_executor.Executor):
             "version": version,
             "pushed_at_unix": int(time.time()),
         }
-        serving_path = atomic_copy_dir(model_path, base, version, push_info)
+        extra = {}
+        infra = input_dict.get(standard_component_specs.INFRA_BLESSING_KEY)
+        if infra:
+            warmup = os.path.join(artifact_utils.get_single_instance(infra).uri, WARMUP_FILENAME)
+            if os.path.exists(warmup):
+                extra[WARMUP_PATH] = warmup
+                push_info["warmup_requests"] = True
+        serving_path = atomic_copy_dir(model_path, base, version, push_info, extra)
         logging.info("Model version %d visible at %s", version, serving_path)
+        history.append(base, "push", version=version, model_uri=model.uri, model_artifact_id=model.id,
+                       user="pipeline")
+        keep = int(custom_config.get("keep_versions") or 0)
+        if keep:
+            removed = versions.retain(os.path.dirname(base), os.path.basename(base), keep)
+            if removed:
+                logging.info("Removed versions %s (keeping the newest %d)", removed, keep)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))

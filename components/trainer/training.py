@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from components.trainer import dataset, hardware, precision, provenance
+from components.trainer import dataset, export, hardware, precision, provenance
 from components.trainer import strategy as strategy_lib
 from components.trainer.settings import TrainerSettings
 from components.trainer.warm_start import warm_start_from
@@ -44,6 +44,21 @@ class Session:
     @property
     def is_chief(self) -> bool:
         return self.hardware.cluster is None or self.hardware.cluster.is_chief
+
+    def build(self, build_model: Callable[[], tf.keras.Model]) -> tf.keras.Model:
+        """Builds (and compiles) the model in the strategy's scope under the precision policy.
+
+        The policy is global in Keras, so it is set for the build only: layers made later,
+        such as the Transform graph's layer in the input pipeline or the serving signature,
+        stay float32 (under a mixed policy Keras would cast their float inputs, which the
+        Transform graph rejects).
+        """
+        precision.apply_policy(self.precision_choice.policy)
+        try:
+            with self.strategy.scope():
+                return build_model()
+        finally:
+            precision.apply_policy("float32")
 
     def global_batch_size(self, per_replica: int) -> int:
         """The batch the input pipeline yields; the strategy splits it over replicas."""
@@ -73,7 +88,6 @@ def setup(settings: TrainerSettings) -> Session:
     precision_choice = precision.choose_precision(
         settings.precision, hw, probe_bf16_speedup=precision.probe_cpu_bf16_speedup
     )
-    precision.apply_policy(precision_choice.policy)
     logging.info(
         "trainer: strategy %s (%s) on %s, %d replica(s); precision %s (%s)",
         strategy_choice.name, strategy_choice.reason, list(strategy_choice.devices) or "default device",
@@ -101,6 +115,9 @@ class FitSpec:
     # Anything else that defines the job (hyperparameters, transform graph): a retry with
     # the same inputs resumes from the same backup, a different job never does.
     identity: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # TF Serving method names for signatures other than predict, e.g.
+    # {"classification": export.CLASSIFY}: TF Serving's :classify/:regress need them.
+    signature_methods: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def backup_dir(settings: TrainerSettings, spec: FitSpec) -> str:
@@ -186,6 +203,7 @@ def _export(session: Session, model, spec: FitSpec, signatures: Callable) -> Non
     collective under multi-worker) but write to a scratch folder that is then removed."""
     target = spec.serving_model_dir if session.is_chief else tempfile.mkdtemp(prefix="worker-export-")
     tf.saved_model.save(model, target, signatures=signatures(model))
+    export.set_signature_methods(target, dict(spec.signature_methods))
     if not session.is_chief:
         shutil.rmtree(target, ignore_errors=True)
 
@@ -207,32 +225,27 @@ def train_and_export(
     eval_files = dataset.list_files(spec.eval_files)
     train_ds = dataset.make_dataset(train_files, spec.feature_spec, spec.transform, options)
     eval_ds = dataset.make_dataset(eval_files, spec.feature_spec, spec.transform, options)
-    try:
-        with session.strategy.scope():
-            model = build_model()
-        warm = None
-        if settings.warm_start and spec.base_model:
-            warm = warm_start_from(model, spec.base_model)
-        elif settings.warm_start:
-            logging.info("trainer: warm start enabled but no blessed model yet; training from scratch")
-        progress = Progress(spec.train_steps, options.global_batch_size, settings.log_every_steps)
-        start = time.perf_counter()
-        history = model.fit(
-            train_ds,
-            steps_per_epoch=spec.train_steps,
-            validation_data=eval_ds,
-            validation_steps=spec.eval_steps,
-            callbacks=_callbacks(session, spec, progress),
-            verbose=0,
-        )
-        wall = time.perf_counter() - start
-        if settings.backup_every_steps and session.is_chief:
-            # Keras deleted the checkpoints of the finished job; drop its empty folder too.
-            shutil.rmtree(backup_dir(settings, spec), ignore_errors=True)
-        _export(session, model, spec, signatures)
-    finally:
-        # Later nodes in the same process (Evaluator) must not inherit the policy.
-        precision.apply_policy("float32")
+    model = session.build(build_model)
+    warm = None
+    if settings.warm_start and spec.base_model:
+        warm = warm_start_from(model, spec.base_model)
+    elif settings.warm_start:
+        logging.info("trainer: warm start enabled but no blessed model yet; training from scratch")
+    progress = Progress(spec.train_steps, options.global_batch_size, settings.log_every_steps)
+    start = time.perf_counter()
+    history = model.fit(
+        train_ds,
+        steps_per_epoch=spec.train_steps,
+        validation_data=eval_ds,
+        validation_steps=spec.eval_steps,
+        callbacks=_callbacks(session, spec, progress),
+        verbose=0,
+    )
+    wall = time.perf_counter() - start
+    if settings.backup_every_steps and session.is_chief:
+        # Keras deleted the checkpoints of the finished job; drop its empty folder too.
+        shutil.rmtree(backup_dir(settings, spec), ignore_errors=True)
+    _export(session, model, spec, signatures)
 
     record = {
         "strategy": session.strategy_choice.name,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
-from components.trainer import training
+from components.trainer import export, training
 from pipelines.digits import features
 from retrain import keras_env
 
@@ -132,7 +132,17 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
     def transform_features(serialized):
         return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
 
-    return {"serving_default": serve_tf_examples, "transform_features": transform_features}
+    # TF Serving's :classify (method name set at export): class names and their scores.
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def classify(serialized):
+        scores = serve_tf_examples(serialized)["probabilities"]
+        names = tf.constant([[str(c) for c in range(features.NUM_CLASSES)]])
+        return {"classes": tf.tile(names, [tf.shape(scores)[0], 1]), "scores": scores}
+
+    return {"serving_default": serve_tf_examples, "transform_features": transform_features, "classification": classify}
+
+
+SIGNATURE_METHODS = {"classification": export.CLASSIFY}
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -161,6 +171,7 @@ def run_fn(fn_args: FnArgs) -> None:
             seed=hparams.seed,
             base_model=fn_args.base_model,
             identity={"transform": fn_args.transform_output, "hparams": dataclasses.asdict(hparams)},
+            signature_methods=SIGNATURE_METHODS,
         ),
         signatures=lambda model: _serving_signatures(model, tft_output),
     )

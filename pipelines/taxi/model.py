@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
-from components.trainer import training
+from components.trainer import export, training
 from pipelines.taxi import features
 from retrain import keras_env
 
@@ -131,7 +131,28 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
     def transform_features(serialized):
         return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
 
-    return {"serving_default": serve_tf_examples, "transform_features": transform_features}
+    # TF Serving's :classify and :regress (method names set at export): serialized examples
+    # under "inputs"; classes/scores, and the big-tipper probability as the regression.
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def classify(serialized):
+        p = serve_tf_examples(serialized)["outputs"]
+        scores = tf.concat([1.0 - p, p], axis=1)
+        classes = tf.tile(tf.constant([["0", "1"]]), [tf.shape(p)[0], 1])
+        return {"classes": classes, "scores": scores}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def regress(serialized):
+        return {"outputs": tf.reshape(serve_tf_examples(serialized)["outputs"], [-1])}
+
+    return {
+        "serving_default": serve_tf_examples,
+        "transform_features": transform_features,
+        "classification": classify,
+        "regression": regress,
+    }
+
+
+SIGNATURE_METHODS = {"classification": export.CLASSIFY, "regression": export.REGRESS}
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -161,6 +182,7 @@ def run_fn(fn_args: FnArgs) -> None:
             seed=hparams.seed,
             base_model=fn_args.base_model,
             identity={"transform": fn_args.transform_output, "hparams": dataclasses.asdict(hparams)},
+            signature_methods=SIGNATURE_METHODS,
         ),
         signatures=lambda model: _serving_signatures(model, tft_output),
     )

@@ -61,7 +61,7 @@ def test_task_graph_equals_the_compiled_ir(parsed, dag_id):
     expected["prepare_run"] = sorted(qualified[n["id"]] for n in template["nodes"] if not n["upstream"])
     expected["run_summary"] = []
     assert parsed["downstream"][dag_id] == expected
-    assert len(template["nodes"]) == 12
+    assert len(template["nodes"]) == 13
 
 
 def test_parsing_imports_neither_tensorflow_nor_tfx(parsed):

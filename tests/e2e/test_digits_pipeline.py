@@ -89,6 +89,7 @@ def test_a_span_of_shifted_classes_is_stopped_by_the_gate(env, first_run):
             if label in (1, 7):  # a month in which only ones and sevens arrive
                 w.write(record)
     before = sorted(os.listdir(os.path.join(env["work"], "serving", "digits")))
+    assert any(v.isdigit() for v in before)
     rc, summary, err = retrain(env, "--span", "201607")
     assert rc == 3, err[-3000:]
     assert summary["outcome"] == "stopped_by_data_gate"

@@ -9,6 +9,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from retrain import preflight, spans
+from serving import history as serving_history
 from tests.conftest import TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -49,8 +51,9 @@ def serving_dir(env):
 
 
 def versions(env):
+    """Numeric version folders (the folder also holds history.jsonl)."""
     d = serving_dir(env)
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    return sorted(v for v in os.listdir(d) if v.isdigit()) if os.path.isdir(d) else []
 
 
 def executions(env, node: str) -> int:
@@ -98,9 +101,16 @@ def test_first_run_backfills_trains_and_pushes(env):
     assert [summary["pushed"]["version"]] == versions(env)
     for node in ("CsvExampleGen", "StatisticsGen", "DataGate"):
         assert executions(env, node) == 3  # two backfilled spans and this one
-    for node in ("Transform", "Trainer", "Evaluator", "AtomicPusher"):
+    for node in ("Transform", "Trainer", "Evaluator", "ServingCheck", "AtomicPusher"):
         assert executions(env, node) == 1
-    assert "[ 9/12] Transform" in stderr  # progress per component
+    assert re.search(r"\[ ?\d+/13\] Transform +complete", stderr)  # progress per component
+    # Trained through the toolkit, checked in a real server process before the push.
+    assert summary["training"]["strategy"] == "default" and summary["training"]["precision_policy"] == "float32"
+    assert summary["serving_check"]["passed"], summary["serving_check"]
+    assert summary["serving_check"]["latency_ms"]["p99"] > 0
+    pushed = summary["pushed"]["path"]
+    assert os.path.getsize(os.path.join(pushed, "assets.extra", "tf_serving_warmup_requests")) > 0
+    assert [e["event"] for e in serving_history.read(serving_dir(env))] == ["push"]
 
 
 def test_pushed_model_answers_raw_examples_sensibly(env):
@@ -168,6 +178,23 @@ def test_worse_candidate_is_not_pushed(env, tmp_path):
     assert any(f["metric"] == "auc" for f in ev["failures"])
     assert summary["nodes"]["AtomicPusher"]["status"] == "skipped"
     assert versions(env) == before
+
+
+def test_candidate_failing_the_serving_check_is_not_pushed(env, tmp_path):
+    with open(TAXI_CONFIG) as f:
+        cfg = yaml.safe_load(f)
+    # Same data and model (Trainer and Evaluator are cached): only the latency budget is impossible.
+    cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA, serving_max_latency_ms=0.001)
+    path = tmp_path / "strict.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    before = versions(env)
+    code, summary, stderr = retrain(env, "--span", "201612", config=str(path))
+    assert code == 0, stderr[-3000:]
+    assert summary["outcome"] == "failed_serving_check" and summary["blessed"] is True
+    assert "exceeds the budget of 0.001 ms" in summary["serving_check"]["reasons"][0]
+    assert summary["nodes"]["Trainer"]["status"] == "cached"
+    assert summary["nodes"]["ServingCheck"]["status"] == "complete"
+    assert summary["pushed"] is None and versions(env) == before
 
 
 def _fingerprint(env) -> tuple:

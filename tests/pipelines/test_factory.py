@@ -21,7 +21,8 @@ EXPECTED_UPSTREAM = {
     "Trainer": {"span_window_resolver", "Transform", "ImportSchemaGen"},
     "latest_blessed_model_resolver": set(),
     "Evaluator": {"span_window_resolver", "Trainer", "latest_blessed_model_resolver"},
-    "AtomicPusher": {"Trainer", "Evaluator"},
+    "ServingCheck": {"CsvExampleGen", "Trainer", "Evaluator"},
+    "AtomicPusher": {"Trainer", "Evaluator", "ServingCheck"},
 }
 
 
@@ -49,9 +50,16 @@ def test_example_gen_ingests_exactly_the_span(ir):
     assert range_config == {"static_range": {"start_span_number": 201612, "end_span_number": 201612}}
 
 
-def test_pusher_is_conditional_on_the_blessing(ir):
-    [pusher] = [n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == "AtomicPusher"]
-    assert pusher.inputs.conditionals, "Pusher must be skipped, not run, when not blessed"
+def test_serving_check_and_pusher_are_conditional_on_the_blessing(ir):
+    for node_id in ("ServingCheck", "AtomicPusher"):
+        [node] = [n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == node_id]
+        assert node.inputs.conditionals, f"{node_id} must be skipped, not run, when not blessed"
+
+
+def test_serving_check_can_be_disabled(tmp_path):
+    c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612, "enable_serving_check": False})
+    upstream = _upstream(c)
+    assert "ServingCheck" not in upstream and upstream["AtomicPusher"] == {"Trainer", "Evaluator"}
 
 
 def test_span_is_required():

@@ -1,0 +1,42 @@
+"""Export helpers: TF Serving method names on SavedModel signatures.
+
+TF2's `tf.saved_model.save` marks every signature `tensorflow/serving/predict`. TF
+Serving's `:classify` / `:regress` APIs (REST and gRPC) accept only signatures whose
+method name says so, so a model exporting classification or regression signatures gets
+them renamed here, and the SavedModel's fingerprint is rewritten to match.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.saved_model import fingerprinting_utils  # no public writer in TF 2.16
+
+CLASSIFY = "tensorflow/serving/classify"
+REGRESS = "tensorflow/serving/regress"
+PREDICT = "tensorflow/serving/predict"
+
+
+def set_signature_methods(saved_model_dir: str, methods: dict[str, str]) -> None:
+    """Sets `method_name` of the named signatures.
+
+    Raises:
+      KeyError: a named signature does not exist.
+    """
+    if not methods:
+        return
+    path = os.path.join(saved_model_dir, "saved_model.pb")
+    proto = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        proto.ParseFromString(f.read())
+    signatures = proto.meta_graphs[0].signature_def
+    for name, method in methods.items():
+        if name not in signatures:
+            raise KeyError(f"signature {name!r} not in {sorted(signatures)}")
+        signatures[name].method_name = method
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(proto.SerializeToString())
+    os.replace(tmp, path)
+    fingerprinting_utils.write_fingerprint(saved_model_dir)

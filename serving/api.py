@@ -1,0 +1,84 @@
+"""The serving API, transport-neutral: status, metadata, predict, classify, regress.
+
+REST (`rest.py`) and gRPC (`grpc_service.py`) both call these, so both answer the same
+way; the protos are TF Serving's own (`tensorflow-serving-api`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tensorflow.core.protobuf import error_codes_pb2
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+)
+
+from serving.errors import InvalidArgument
+from serving.manager import CLASSIFY, REGRESS, ModelManager, Servable
+
+
+def model_status(manager: ModelManager, name: str, version=None, label=None) -> get_model_status_pb2.GetModelStatusResponse:
+    response = get_model_status_pb2.GetModelStatusResponse()
+    for v, status in manager.status(name, version, label):
+        entry = response.model_version_status.add()
+        entry.version = v
+        entry.state = get_model_status_pb2.ModelVersionStatus.State.Value(status.state)
+        entry.status.error_code = _error_code(status.error_code)
+        entry.status.error_message = status.error_message
+    return response
+
+
+def _error_code(name: str) -> int:
+    return error_codes_pb2.Code.Value(name)
+
+
+def model_metadata(servable: Servable) -> get_model_metadata_pb2.GetModelMetadataResponse:
+    response = get_model_metadata_pb2.GetModelMetadataResponse()
+    response.model_spec.name = servable.name
+    response.model_spec.version.value = servable.version
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    for key, sig in servable.signature_defs.items():
+        signature_map.signature_def[key].CopyFrom(sig)
+    response.metadata["signature_def"].Pack(signature_map)
+    return response
+
+
+def predict(servable: Servable, signature: str | None, inputs: dict[str, np.ndarray], output_filter=()):
+    name, _ = servable.signature(signature)
+    specs = servable.input_specs(name)
+    missing, extra = set(specs) - set(inputs), set(inputs) - set(specs)
+    if missing or extra:
+        raise InvalidArgument(
+            f"input(s) missing {sorted(missing)}, unknown {sorted(extra)}; signature {name} takes {sorted(specs)}"
+        )
+    for key, array in inputs.items():
+        if not specs[key].shape.is_compatible_with(array.shape):
+            raise InvalidArgument(
+                f"input '{key}': shape {list(array.shape)} does not match the signature's {specs[key].shape.as_list()}"
+            )
+    return name, servable.run(name, inputs, output_filter)
+
+
+def classify(servable: Servable, signature: str | None, examples: list[bytes]) -> tuple[str, list[list[tuple[str, float]]]]:
+    """Per example, (class label, score) pairs, as ClassificationResult has them."""
+    name, key = servable.examples_signature(signature, CLASSIFY)
+    out = servable.run(name, {key: np.array(examples, dtype=object)})
+    scores = out.get("scores")
+    classes = out.get("classes")
+    if scores is None and classes is None:
+        raise InvalidArgument(f"classify signature {name} has neither 'classes' nor 'scores' outputs")
+    rows = len(examples)
+    results = []
+    for i in range(rows):
+        labels = [c.decode("utf-8") for c in classes[i]] if classes is not None else [""] * len(scores[i])
+        values = [float(s) for s in scores[i]] if scores is not None else [0.0] * len(labels)
+        results.append(list(zip(labels, values)))
+    return name, results
+
+
+def regress(servable: Servable, signature: str | None, examples: list[bytes]) -> tuple[str, list[float]]:
+    name, key = servable.examples_signature(signature, REGRESS)
+    out = servable.run(name, {key: np.array(examples, dtype=object)})
+    if "outputs" not in out:
+        raise InvalidArgument(f"regress signature {name} has no 'outputs' output")
+    return name, [float(v) for v in np.asarray(out["outputs"]).reshape(len(examples), -1)[:, 0]]

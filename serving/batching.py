@@ -1,0 +1,125 @@
+"""Server-side batching: concurrent requests to one signature become one model call.
+
+A request waits at most `max_wait_ms` for others to join; a batch holds at most
+`max_batch_size` rows. Requests whose inputs cannot be concatenated (different trailing
+shapes) or whose outputs do not split by rows run on their own, so batching never changes
+an answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+import numpy as np
+
+Inputs = dict[str, np.ndarray]
+Outputs = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchOptions:
+    max_batch_size: int = 64
+    max_wait_ms: float = 2.0
+    enabled: bool = True
+
+
+@dataclasses.dataclass
+class _Item:
+    inputs: Inputs
+    rows: int
+    future: Future
+
+
+def _rows(inputs: Inputs) -> int | None:
+    """The shared 0-th dimension of all inputs, or None (scalars, or different sizes)."""
+    sizes = {a.shape[0] if a.ndim else None for a in inputs.values()}
+    return sizes.pop() if len(sizes) == 1 and None not in sizes else None
+
+
+def _key(inputs: Inputs) -> tuple:
+    return tuple(sorted((n, a.dtype.str, a.shape[1:]) for n, a in inputs.items()))
+
+
+class Batcher:
+    """Runs `fn(inputs) -> outputs` on batches of concurrent requests (one thread)."""
+
+    def __init__(self, fn: Callable[[Inputs], Outputs], options: BatchOptions, on_batch=lambda rows: None):
+        self._fn, self._options, self._on_batch = fn, options, on_batch
+        self._queue: queue.Queue[_Item | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
+        self._thread.start()
+
+    def __call__(self, inputs: Inputs) -> Outputs:
+        rows = _rows(inputs)
+        if not self._options.enabled or rows is None or rows >= self._options.max_batch_size:
+            self._on_batch(rows or 1)
+            return self._fn(inputs)
+        item = _Item(inputs, rows, Future())
+        self._queue.put(item)
+        return item.future.result()
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch, rows = [first], first.rows
+            deadline = time.perf_counter() + self._options.max_wait_ms / 1000.0
+            closing = False
+            while rows < self._options.max_batch_size:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                try:
+                    item = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+                if item is None:
+                    closing = True
+                    break
+                batch.append(item)
+                rows += item.rows
+            self._run(batch)
+            if closing:
+                return
+
+    def _run(self, batch: list[_Item]) -> None:
+        groups: dict[tuple, list[_Item]] = {}
+        for item in batch:
+            groups.setdefault(_key(item.inputs), []).append(item)
+        for items in groups.values():
+            if len(items) == 1:
+                self._run_alone(items[0])
+                continue
+            merged = {n: np.concatenate([i.inputs[n] for i in items]) for n in items[0].inputs}
+            total = sum(i.rows for i in items)
+            try:
+                self._on_batch(total)
+                outputs = self._fn(merged)
+            except Exception:  # noqa: BLE001  one bad request must not fail its neighbours
+                for item in items:
+                    self._run_alone(item)
+                continue
+            if any(o.ndim == 0 or o.shape[0] != total for o in outputs.values()):
+                for item in items:
+                    self._run_alone(item)
+                continue
+            start = 0
+            for item in items:
+                item.future.set_result({n: o[start : start + item.rows] for n, o in outputs.items()})
+                start += item.rows
+
+    def _run_alone(self, item: _Item) -> None:
+        try:
+            self._on_batch(item.rows)
+            item.future.set_result(self._fn(item.inputs))
+        except Exception as e:  # noqa: BLE001  handed to the waiting request
+            item.future.set_exception(e)

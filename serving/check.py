@@ -1,0 +1,215 @@
+"""The pre-push serving check (what TFX's InfraValidator does with Docker, which these
+machines lack): the candidate is loaded by a separate `retrain serve` process, sent real
+requests built from evaluation examples over REST and gRPC, and must answer what the
+SavedModel answers in-process, within a latency budget.
+
+It also writes the TF Serving warm-up requests (`tf_serving_warmup_requests`) the Pusher
+puts into the pushed version, and replays them in the check server (TF Serving's load
+fails if warm-up fails, so this is checked too).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+WARMUP_FILENAME = "tf_serving_warmup_requests"
+REPORT_FILENAME = "serving_check.json"
+
+
+def read_examples(files: list[str], limit: int) -> list[bytes]:
+    import tensorflow as tf
+
+    out: list[bytes] = []
+    for path in files:
+        compression = "GZIP" if path.endswith(".gz") else ""
+        for record in tf.data.TFRecordDataset(path, compression_type=compression):
+            out.append(record.numpy())
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def write_warmup(path: str, model_name: str, examples: list[bytes], signature: str = "serving_default",
+                 input_key: str = "examples") -> int:
+    """TF Serving warm-up file: PredictionLogs of predict requests with real examples."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    count = 0
+    with tf.io.TFRecordWriter(path) as writer:
+        for size in (1, min(8, len(examples)), len(examples)):
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature)
+            )
+            request.inputs[input_key].CopyFrom(tf.make_tensor_proto(np.array(examples[:size], dtype=object)))
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+            count += 1
+    return count
+
+
+def _http(url: str, body: dict | None = None, timeout: float = 30.0) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def _rows(predictions) -> np.ndarray:
+    if predictions and isinstance(predictions[0], dict):
+        keys = sorted(predictions[0])
+        return np.array([np.concatenate([np.ravel(p[k]) for k in keys]) for p in predictions], dtype=float)
+    return np.array([np.ravel(p) for p in predictions], dtype=float)
+
+
+def _reference(saved_model_dir: str, signature: str, input_key: str, examples: list[bytes]) -> np.ndarray:
+    import tensorflow as tf
+
+    from serving import tensors
+
+    fn = tf.saved_model.load(saved_model_dir).signatures[signature]
+    outputs = {k: v.numpy() for k, v in fn(**{input_key: tf.constant(examples)}).items()}
+    return _rows(tensors.to_row_format(outputs))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_check(
+    saved_model_dir: str,
+    example_files: list[str],
+    model_name: str,
+    out_dir: str,
+    num_requests: int = 20,
+    max_latency_ms: float = 500.0,
+    startup_timeout_s: float = 180.0,
+    signature: str = "serving_default",
+    input_key: str = "examples",
+) -> dict:
+    """Checks the candidate in a separate server process; returns the report (also written
+    to `<out_dir>/serving_check.json`) and leaves the warm-up file in `out_dir`."""
+    os.makedirs(out_dir, exist_ok=True)
+    reasons: list[str] = []
+    report: dict = {"model_name": model_name, "signature": signature, "latency_budget_ms": max_latency_ms}
+    examples = read_examples(example_files, num_requests)
+    if not examples:
+        reasons.append(f"no evaluation examples in {example_files}")
+        return _finish(out_dir, report, reasons)
+    warmup = os.path.join(out_dir, WARMUP_FILENAME)
+    report["warmup_requests"] = write_warmup(warmup, model_name, examples, signature, input_key)
+
+    # The candidate as version 1 of a private base path, carrying the warm-up file.
+    base = os.path.join(out_dir, "candidate")
+    shutil.rmtree(base, ignore_errors=True)
+    shutil.copytree(saved_model_dir, os.path.join(base, "1"))
+    os.makedirs(os.path.join(base, "1", "assets.extra"), exist_ok=True)
+    shutil.copy(warmup, os.path.join(base, "1", "assets.extra", WARMUP_FILENAME))
+
+    port_file = os.path.join(out_dir, "ports.json")
+    log_path = os.path.join(out_dir, "server.log")
+    start = time.perf_counter()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "retrain.cli", "serve", "--model-name", model_name, "--model-base-path", base,
+             "--rest-port", "0", "--grpc-port", "0", "--port-file", port_file, "--poll-seconds", "3600"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        while not os.path.exists(port_file):
+            if proc.poll() is not None:
+                reasons.append(f"the server exited with code {proc.returncode} before serving; see {log_path}")
+                return _finish(out_dir, report, reasons, log_path)
+            if time.perf_counter() - start > startup_timeout_s:
+                reasons.append(f"the server did not start within {startup_timeout_s:.0f} s")
+                return _finish(out_dir, report, reasons, log_path)
+            time.sleep(0.2)
+        report["startup_seconds"] = round(time.perf_counter() - start, 2)
+        with open(port_file, encoding="utf-8") as f:
+            ports = json.load(f)
+        url = f"http://127.0.0.1:{ports['rest']}/v1/models/{model_name}"
+        _, status = _http(url)
+        states = {s["version"]: s for s in status.get("model_version_status", [])}
+        if states.get("1", {}).get("state") != "AVAILABLE":
+            error = states.get("1", {}).get("status", {}).get("error_message") or status
+            reasons.append(f"the candidate did not load: {error}")
+            return _finish(out_dir, report, reasons, log_path)
+
+        expected = _reference(saved_model_dir, signature, input_key, examples)
+        latencies, max_diff = [], 0.0
+        for i, example in enumerate(examples):
+            body = {"signature_name": signature, "instances": [{"b64": base64.b64encode(example).decode()}]}
+            t0 = time.perf_counter()
+            code, answer = _http(url + ":predict", body)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            if code != 200:
+                reasons.append(f"REST request {i} failed with HTTP {code}: {answer.get('error')}")
+                break
+            max_diff = max(max_diff, float(np.abs(_rows(answer["predictions"]) - expected[i : i + 1]).max()))
+        max_diff = max(max_diff, _grpc_check(ports["grpc"], model_name, signature, input_key, examples, expected, reasons))
+        report["requests"] = len(latencies) + 1
+        report["max_abs_diff"] = max_diff
+        if latencies:
+            report["latency_ms"] = {
+                "p50": round(float(np.percentile(latencies, 50)), 2),
+                "p99": round(float(np.percentile(latencies, 99)), 2),
+                "max": round(max(latencies), 2),
+            }
+            if report["latency_ms"]["p99"] > max_latency_ms:
+                reasons.append(f"p99 latency {report['latency_ms']['p99']} ms exceeds the budget of {max_latency_ms} ms")
+        if max_diff > 1e-4:
+            reasons.append(f"served answers differ from the SavedModel's by up to {max_diff:.2g}")
+        return _finish(out_dir, report, reasons, log_path)
+    finally:
+        _stop(proc)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _grpc_check(port, model_name, signature, input_key, examples, expected, reasons) -> float:
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name, request.model_spec.signature_name = model_name, signature
+    request.inputs[input_key].CopyFrom(tf.make_tensor_proto(np.array(examples, dtype=object)))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=30)
+        except grpc.RpcError as e:
+            reasons.append(f"gRPC Predict failed: {e.code().name}: {e.details()}")
+            return 0.0
+    from serving import tensors
+
+    outputs = {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
+    return float(np.abs(_rows(tensors.to_row_format(outputs)) - expected).max())
+
+
+def _finish(out_dir: str, report: dict, reasons: list[str], log_path: str | None = None) -> dict:
+    report["passed"] = not reasons
+    report["reasons"] = reasons
+    if log_path:
+        report["server_log"] = log_path
+    with open(os.path.join(out_dir, REPORT_FILENAME), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, sort_keys=True)
+    return report

@@ -1,0 +1,338 @@
+"""Which model versions are served: polls each model's base path, loads new versions while
+the old ones keep answering, then unloads them (availability first, as TF Serving does).
+
+A version directory is considered only when it holds a complete SavedModel; one that
+fails to load (or to answer its warm-up requests) is reported in the model's status and
+not retried until its directory changes, and the versions already serving stay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import threading
+import time
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import prediction_log_pb2
+
+from serving import model_config
+from serving.batching import BatchOptions, Batcher
+from serving.errors import FailedPrecondition, InvalidArgument, NotFound, ServingError
+from serving.metrics import Metrics
+
+_NUMERIC = re.compile(r"^\d+$")
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+DEFAULT_SIGNATURE = "serving_default"
+CLASSIFY = "tensorflow/serving/classify"
+REGRESS = "tensorflow/serving/regress"
+PREDICT = "tensorflow/serving/predict"
+
+
+def is_complete_saved_model(path: str) -> bool:
+    """A graph file, and a variables index if there is a variables folder."""
+    has_graph = any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt"))
+    variables = os.path.join(path, "variables")
+    return has_graph and (not os.path.isdir(variables) or os.path.isfile(os.path.join(variables, "variables.index")))
+
+
+def discover(base_path: str) -> dict[int, str]:
+    """Numeric version folders holding a complete SavedModel (staging folders are not numeric)."""
+    if not os.path.isdir(base_path):
+        return {}
+    found = {}
+    for name in os.listdir(base_path):
+        path = os.path.join(base_path, name)
+        if _NUMERIC.match(name) and os.path.isdir(path) and is_complete_saved_model(path):
+            found[int(name)] = path
+    return found
+
+
+def _signature_defs(path: str) -> dict:
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    return {k: v for k, v in proto.meta_graphs[0].signature_def.items() if not k.startswith("__")}
+
+
+@dataclasses.dataclass
+class VersionStatus:
+    state: str  # START, LOADING, AVAILABLE, UNLOADING, END (GetModelStatus' states)
+    error_code: str = "OK"
+    error_message: str = ""
+
+
+class Servable:
+    """One loaded model version: its signatures, callable with numpy inputs."""
+
+    def __init__(self, name: str, version: int, path: str, batch: BatchOptions, metrics: Metrics | None):
+        self.name, self.version, self.path = name, version, path
+        self.signature_defs = _signature_defs(path)
+        self._loaded = tf.saved_model.load(path)
+        self._functions = {k: self._loaded.signatures[k] for k in self.signature_defs}
+        self._batchers: dict[str, Batcher] = {}
+        self._batch, self._metrics = batch, metrics
+        self._lock = threading.Lock()
+
+    def signature(self, name: str | None):
+        name = name or DEFAULT_SIGNATURE
+        if name not in self._functions:
+            raise InvalidArgument(
+                f"Serving signature name: \"{name}\" not found in signature def; "
+                f"available: {sorted(self._functions)}"
+            )
+        return name, self.signature_defs[name]
+
+    def input_specs(self, signature: str) -> dict[str, tf.TensorSpec]:
+        return dict(self._functions[signature].structured_input_signature[1])
+
+    def run(self, signature: str, inputs: dict[str, np.ndarray], output_filter=()) -> dict[str, np.ndarray]:
+        """Runs a signature (batched with concurrent requests).
+
+        Raises:
+          InvalidArgument: inputs the graph rejects, or an unknown output in `output_filter`.
+        """
+        with self._lock:
+            batcher = self._batchers.get(signature)
+            if batcher is None:
+                batcher = self._batchers[signature] = Batcher(
+                    lambda x, fn=self._functions[signature]: self._call(fn, x),
+                    self._batch,
+                    on_batch=(lambda rows: self._metrics.batch_rows.labels(self.name).observe(rows))
+                    if self._metrics else (lambda rows: None),
+                )
+        outputs = batcher(inputs)
+        if output_filter:
+            unknown = set(output_filter) - set(outputs)
+            if unknown:
+                raise InvalidArgument(f"output_filter: unknown output(s) {sorted(unknown)}; outputs: {sorted(outputs)}")
+            outputs = {k: v for k, v in outputs.items() if k in output_filter}
+        return outputs
+
+    @staticmethod
+    def _call(fn, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            result = fn(**{k: tf.constant(v) for k, v in inputs.items()})
+        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
+            message = getattr(e, "message", None) or str(e)
+            raise InvalidArgument(message.strip().splitlines()[0][:500]) from e
+        return {k: v.numpy() for k, v in result.items()}
+
+    def examples_signature(self, name: str | None, method: str) -> tuple[str, str]:
+        """(signature, its serialized-examples input) for classify/regress.
+
+        Raises:
+          FailedPrecondition: the signature is not a classify/regress signature.
+        """
+        sig_name, sig = self.signature(name)
+        if sig.method_name != method:
+            raise FailedPrecondition(
+                f"Expected {method.rsplit('/', 1)[-1]} signature method_name to be {method}. "
+                f"Was: {sig.method_name}"
+            )
+        [input_key] = list(sig.inputs) if len(sig.inputs) == 1 else [None]
+        if input_key is None:
+            raise FailedPrecondition(f"signature {sig_name} must take one input of serialized tf.Examples")
+        return sig_name, input_key
+
+    def warm_up(self) -> int:
+        """Replays `assets.extra/tf_serving_warmup_requests`; returns how many ran.
+
+        Raises:
+          ServingError: a warm-up request failed (the version is then not served).
+        """
+        path = os.path.join(self.path, WARMUP_FILE)
+        if not os.path.exists(path):
+            return 0
+        count = 0
+        for record in tf.data.TFRecordDataset(path):
+            log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            kind = log.WhichOneof("log_type")
+            if kind == "predict_log":
+                request = log.predict_log.request
+                signature, _ = self.signature(request.model_spec.signature_name)
+                self.run(signature, {k: tf.make_ndarray(v) for k, v in request.inputs.items()})
+            elif kind in ("classify_log", "regress_log"):
+                request = getattr(log, kind).request
+                method = CLASSIFY if kind == "classify_log" else REGRESS
+                signature, key = self.examples_signature(request.model_spec.signature_name, method)
+                examples = [e.SerializeToString() for e in request.input.example_list.examples]
+                self.run(signature, {key: np.array(examples, dtype=object)})
+            count += 1
+        return count
+
+    def close(self) -> None:
+        # Requests already holding this servable finish first.
+        for batcher in self._batchers.values():
+            threading.Timer(10.0, batcher.close).start()
+
+
+def _desired(policy, available: list[int]) -> set[int]:
+    kind = policy.WhichOneof("policy_choice") or "latest"
+    if kind == "all":
+        return set(available)
+    if kind == "specific":
+        return set(policy.specific.versions) & set(available)
+    n = policy.latest.num_versions or 1
+    return set(sorted(available)[-n:])
+
+
+class ModelManager:
+    """Loads, serves and unloads the versions a ModelServerConfig asks for."""
+
+    def __init__(
+        self,
+        config: model_config.ModelServerConfig,
+        config_path: str | None = None,
+        poll_seconds: float = 1.0,
+        batch: BatchOptions = BatchOptions(),
+        metrics: Metrics | None = None,
+    ):
+        self._config, self._config_path = config, config_path
+        self._poll_seconds, self._batch, self._metrics = poll_seconds, batch, metrics
+        self._lock = threading.Lock()
+        self._served: dict[str, dict[int, Servable]] = {}
+        self._status: dict[str, dict[int, VersionStatus]] = {}
+        self._failed: dict[tuple[str, int], float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- polling -------------------------------------------------------------------
+    def start(self) -> None:
+        self.poll_once()
+        self._thread = threading.Thread(target=self._loop, name="model-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._poll_seconds):
+            try:
+                self.poll_once()
+            except Exception:  # noqa: BLE001  the poller must outlive a bad poll
+                logging.exception("model poll failed; serving continues with what is loaded")
+
+    def _reload_config(self) -> None:
+        if self._config_path:
+            try:
+                self._config = model_config.load(self._config_path)
+            except ServingError as e:
+                logging.error("keeping the previous model config: %s", e)
+
+    def poll_once(self) -> None:
+        self._reload_config()
+        for model in self._config.model_config_list.config:
+            self._poll_model(model)
+
+    def _poll_model(self, model) -> None:
+        name = model.name
+        found = discover(model.base_path)
+        with self._lock:
+            served = dict(self._served.get(name, {}))
+        for key in [k for k in self._failed if k[0] == name]:
+            path = found.get(key[1])
+            if path is None or os.path.getmtime(path) != self._failed[key]:
+                del self._failed[key]  # changed or gone: may be tried again
+        candidates = [v for v in found if (name, v) not in self._failed]
+        for version in sorted(_desired(model.model_version_policy, candidates) - set(served), reverse=True):
+            servable = self._load(name, version, found[version])
+            if servable is not None:
+                served[version] = servable
+        loadable = [v for v in candidates if (name, v) not in self._failed]
+        desired = _desired(model.model_version_policy, loadable)
+        retired = [v for v in served if v not in desired]
+        with self._lock:
+            self._served[name] = {v: s for v, s in served.items() if v in desired}
+            for v in self._served[name]:
+                self._set_status(name, v, VersionStatus("AVAILABLE"))
+        for version in retired:
+            self._set_status(name, version, VersionStatus("UNLOADING"))
+            served[version].close()
+            self._set_status(name, version, VersionStatus("END"))
+            logging.info("unloaded %s version %d", name, version)
+
+    def _load(self, name: str, version: int, path: str) -> Servable | None:
+        self._set_status(name, version, VersionStatus("LOADING"))
+        start = time.perf_counter()
+        try:
+            servable = Servable(name, version, path, self._batch, self._metrics)
+            warmed = servable.warm_up()
+        except Exception as e:  # noqa: BLE001  any load failure is reported, never fatal
+            self._failed[(name, version)] = os.path.getmtime(path)
+            message = f"version {version} failed to load: {type(e).__name__}: {str(e).strip()[:400]}"
+            logging.error("%s %s", name, message)
+            self._set_status(name, version, VersionStatus("END", "UNKNOWN", message))
+            if self._metrics:
+                self._metrics.load_failures.labels(name).inc()
+            return None
+        logging.info("loaded %s version %d in %.1f s (%d warm-up requests)", name, version,
+                     time.perf_counter() - start, warmed)
+        return servable
+
+    def _set_status(self, name: str, version: int, status: VersionStatus) -> None:
+        self._status.setdefault(name, {})[version] = status
+        if self._metrics:
+            self._metrics.version_available.labels(name, str(version)).set(1 if status.state == "AVAILABLE" else 0)
+
+    # -- lookups --------------------------------------------------------------------
+    def model_names(self) -> list[str]:
+        return [m.name for m in self._config.model_config_list.config]
+
+    def labels(self, name: str) -> dict[str, int]:
+        model = model_config.find(self._config, name)
+        return dict(model.version_labels) if model else {}
+
+    def resolve_version(self, name: str, version: int | None = None, label: str | None = None) -> int | None:
+        if label is not None:
+            labels = self.labels(name)
+            if label not in labels:
+                raise NotFound(f"Unrecognized servable version label: {label}")
+            return labels[label]
+        return version
+
+    def get(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
+        """The servable for a request: a version, a label's version, or the latest.
+
+        Raises:
+          NotFound: unknown model, version or label, or nothing loaded yet.
+        """
+        if name not in self.model_names():
+            raise NotFound(f"Servable not found for request: Latest({name})")
+        version = self.resolve_version(name, version, label)
+        with self._lock:
+            served = self._served.get(name, {})
+            if version is None:
+                if not served:
+                    raise NotFound(f"Servable not found for request: Latest({name})")
+                return served[max(served)]
+            if version not in served:
+                raise NotFound(f"Servable not found for request: Specific({name}, {version})")
+            return served[version]
+
+    def status(self, name: str, version: int | None = None, label: str | None = None) -> list[tuple[int, VersionStatus]]:
+        """GetModelStatus: every version this server has seen, or one.
+
+        Raises:
+          NotFound: unknown model, version or label.
+        """
+        if name not in self.model_names():
+            raise NotFound(f"Could not find any versions of model {name}")
+        version = self.resolve_version(name, version, label)
+        statuses = dict(self._status.get(name, {}))
+        if version is not None:
+            if version not in statuses:
+                raise NotFound(f"Could not find version {version} of model {name}")
+            return [(version, statuses[version])]
+        if not statuses:
+            raise NotFound(f"Could not find any versions of model {name}")
+        return sorted(statuses.items(), reverse=True)
+
+    def served_versions(self, name: str) -> list[int]:
+        with self._lock:
+            return sorted(self._served.get(name, {}))
+

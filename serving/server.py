@@ -1,0 +1,69 @@
+"""The local model server: the model manager, REST and gRPC, in one process.
+
+`retrain serve` runs it; the pre-push check and the tests start it as a subprocess. Ports
+0 pick free ones; `--port-file` receives the chosen ports once the first poll has loaded
+what it could, so a caller knows when to send requests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import threading
+
+from serving import grpc_service, model_config
+from serving.batching import BatchOptions
+from serving.manager import ModelManager
+from serving.metrics import Metrics
+from serving.rest import DEFAULT_MAX_BODY_BYTES, RestServer
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerOptions:
+    host: str = "127.0.0.1"
+    rest_port: int = 8501
+    grpc_port: int = 8500
+    poll_seconds: float = 1.0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    batch: BatchOptions = BatchOptions()
+    port_file: str | None = None
+
+
+class LocalModelServer:
+    def __init__(self, config: model_config.ModelServerConfig, options: ServerOptions, config_path: str | None = None):
+        self.options = options
+        self.metrics = Metrics()
+        self.manager = ModelManager(config, config_path, options.poll_seconds, options.batch, self.metrics)
+        self.rest = RestServer((options.host, options.rest_port), self.manager, self.metrics, options.max_body_bytes)
+        self.grpc, self.grpc_port = grpc_service.make_server(
+            self.manager, self.metrics, f"{options.host}:{options.grpc_port}", options.max_body_bytes
+        )
+        self.rest_port = self.rest.server_address[1]
+        self._rest_thread = threading.Thread(target=self.rest.serve_forever, name="rest", daemon=True)
+
+    def start(self) -> None:
+        self.manager.start()  # first poll: loads what is there before ports are announced
+        self.grpc.start()
+        self._rest_thread.start()
+        logging.info("serving %s: REST on %s:%d, gRPC on %s:%d", self.manager.model_names(),
+                     self.options.host, self.rest_port, self.options.host, self.grpc_port)
+        if self.options.port_file:
+            tmp = self.options.port_file + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"rest": self.rest_port, "grpc": self.grpc_port, "pid": os.getpid()}, f)
+            os.replace(tmp, self.options.port_file)
+
+    def stop(self) -> None:
+        self.manager.stop()
+        self.rest.shutdown()
+        self.grpc.stop(grace=2)
+
+    def wait(self) -> None:
+        done = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: done.set())
+        done.wait()
+        self.stop()

@@ -1,0 +1,234 @@
+"""TF Serving API conformance: every REST endpoint and format, gRPC, and TF Serving-shaped
+errors, checked against the SavedModel's own in-process outputs.
+
+Runs against `retrain serve` by default; set SERVING_BASE_URL (and SERVING_GRPC_TARGET) to
+point it at another server (e.g. tensorflow/serving) serving the toy model as `toy`.
+"""
+
+import base64
+import json
+import os
+import urllib.error
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+)
+
+from tests.serving.toy_model import example
+
+MODEL = "toy"
+XS = [0.5, -1.0, 3.0]
+
+
+@pytest.fixture(scope="module")
+def server(toy_base, tmp_path_factory):
+    if os.environ.get("SERVING_BASE_URL"):
+        yield os.environ["SERVING_BASE_URL"], os.environ.get("SERVING_GRPC_TARGET")
+        return
+    from tests.serving.conftest import Server
+
+    s = Server(["--model-name", MODEL, "--model-base-path", str(toy_base), "--max-body-bytes", "100000"],
+               tmp_path_factory.mktemp("srv"))
+    yield s.url, s.grpc_target
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def reference(toy_base):
+    """What the SavedModel (latest version: 2) answers in process."""
+    loaded = tf.saved_model.load(str(toy_base / "2"))
+    sig = loaded.signatures
+    return {
+        "y": sig["serving_default"](examples=tf.constant([example(x) for x in XS]))["y"].numpy(),
+        "multi": {k: v.numpy() for k, v in sig["multi"](a=tf.constant([[1.0, 2.0], [3.0, 4.0]]), b=tf.constant([10, 20], tf.int64)).items()},
+        "classify": {k: v.numpy() for k, v in sig["classification"](inputs=tf.constant([example(x) for x in XS])).items()},
+        "regress": sig["regression"](inputs=tf.constant([example(x) for x in XS]))["outputs"].numpy(),
+    }
+
+
+def call(url, path, body=None, raw=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url + path, data=data, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def b64(x):
+    return {"b64": base64.b64encode(example(x)).decode()}
+
+
+# --- status and metadata -----------------------------------------------------------------
+
+def test_status_lists_the_served_version(server):
+    status, body = call(server[0], f"/v1/models/{MODEL}")
+    assert status == 200
+    assert body["model_version_status"][0] == {
+        "version": "2", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+
+
+def test_status_of_one_version(server):
+    status, body = call(server[0], f"/v1/models/{MODEL}/versions/2")
+    assert status == 200 and [s["version"] for s in body["model_version_status"]] == ["2"]
+
+
+def test_metadata_has_the_signature_defs(server):
+    status, body = call(server[0], f"/v1/models/{MODEL}/metadata")
+    assert status == 200
+    assert body["model_spec"]["name"] == MODEL and body["model_spec"]["version"] == "2"
+    sigs = body["metadata"]["signature_def"]["signature_def"]
+    assert set(sigs) >= {"serving_default", "multi", "classification", "regression"}
+    assert sigs["classification"]["method_name"] == "tensorflow/serving/classify"
+    assert sigs["multi"]["inputs"]["a"]["dtype"] == "DT_FLOAT"
+
+
+# --- predict -------------------------------------------------------------------------------
+
+def test_predict_row_format_with_b64(server, reference):
+    status, body = call(server[0], f"/v1/models/{MODEL}:predict", {"instances": [b64(x) for x in XS]})
+    assert status == 200
+    np.testing.assert_allclose(body["predictions"], reference["y"], rtol=1e-6)
+
+
+def test_predict_columnar_format(server, reference):
+    status, body = call(server[0], f"/v1/models/{MODEL}:predict", {"inputs": [b64(x) for x in XS]})
+    assert status == 200
+    np.testing.assert_allclose(body["outputs"], reference["y"], rtol=1e-6)
+
+
+def test_predict_named_inputs_both_formats_and_bytes_outputs(server, reference):
+    rows = {"signature_name": "multi", "instances": [{"a": [1.0, 2.0], "b": 10}, {"a": [3.0, 4.0], "b": 20}]}
+    status, body = call(server[0], f"/v1/models/{MODEL}:predict", rows)
+    assert status == 200
+    assert [p["total"] for p in body["predictions"]] == pytest.approx(reference["multi"]["total"].tolist())
+    assert body["predictions"][0]["tag_bytes"] == {"b64": base64.b64encode(b"\x00\xffbin").decode()}
+    assert body["predictions"][0]["name"] == "ok"
+    cols = {"signature_name": "multi", "inputs": {"a": [[1.0, 2.0], [3.0, 4.0]], "b": [10, 20]}}
+    status, body = call(server[0], f"/v1/models/{MODEL}:predict", cols)
+    assert status == 200 and body["outputs"]["total"] == pytest.approx(reference["multi"]["total"].tolist())
+
+
+def test_predict_a_specific_version(server):
+    status, body = call(server[0], f"/v1/models/{MODEL}/versions/2:predict", {"instances": [b64(1.0)]})
+    assert status == 200 and body["predictions"] == [[2.0]]
+
+
+# --- classify / regress --------------------------------------------------------------------
+
+def test_classify(server, reference):
+    body = {"signature_name": "classification", "examples": [{"x": x} for x in XS]}
+    status, out = call(server[0], f"/v1/models/{MODEL}:classify", body)
+    assert status == 200
+    assert [[c for c, _ in r] for r in out["results"]] == [["neg", "pos"]] * 3
+    np.testing.assert_allclose([[s for _, s in r] for r in out["results"]], reference["classify"]["scores"], rtol=1e-5)
+
+
+def test_regress_with_context(server, reference):
+    body = {"signature_name": "regression", "context": {}, "examples": [{"x": x} for x in XS]}
+    status, out = call(server[0], f"/v1/models/{MODEL}:regress", body)
+    assert status == 200
+    np.testing.assert_allclose(out["results"], reference["regress"], rtol=1e-6)
+
+
+# --- errors: TF Serving-shaped, and the server keeps serving ---------------------------------
+
+@pytest.mark.parametrize("path, body, raw, code, message", [
+    (f"/v1/models/{MODEL}:predict", None, b"{not json", 400, "JSON Parse error"),
+    (f"/v1/models/{MODEL}:predict", {"instances": [{"a": [1.0, 2.0, 3.0], "b": 1}], "signature_name": "multi"}, None, 400, "shape"),
+    (f"/v1/models/{MODEL}:predict", {"instances": [{"a": ["x", "y"], "b": 1}], "signature_name": "multi"}, None, 400, "input 'a'"),
+    (f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)], "signature_name": "nope"}, None, 400, "nope"),
+    (f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)], "inputs": [b64(1.0)]}, None, 400, "both"),
+    (f"/v1/models/{MODEL}:predict", {"signature_name": "serving_default"}, None, 400, "'inputs' or 'instances'"),
+    (f"/v1/models/{MODEL}:classify", {"examples": [{"x": 1.0}]}, None, 400, "classify"),
+    (f"/v1/models/{MODEL}:predict", None, b'{"instances": [' + b'1.0,' * 30000 + b'1.0]}', 413, "exceeds"),
+    ("/v1/models/nope:predict", {"instances": [1]}, None, 404, "nope"),
+    (f"/v1/models/{MODEL}/versions/99:predict", {"instances": [b64(1.0)]}, None, 404, "99"),
+    (f"/v1/models/{MODEL}/labels/canary", None, None, 404, "canary"),
+])
+def test_bad_requests_get_tf_serving_errors(server, path, body, raw, code, message):
+    status, out = call(server[0], path, body, raw)
+    assert status == code and set(out) == {"error"} and message in out["error"]
+    assert call(server[0], f"/v1/models/{MODEL}")[0] == 200  # still serving
+
+
+# --- gRPC ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stubs(server):
+    if not server[1]:
+        pytest.skip("no SERVING_GRPC_TARGET for the external server")
+    channel = grpc.insecure_channel(server[1])
+    yield prediction_service_pb2_grpc.PredictionServiceStub(channel), model_service_pb2_grpc.ModelServiceStub(channel)
+    channel.close()
+
+
+def test_grpc_predict(stubs, reference):
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = MODEL
+    req.inputs["examples"].CopyFrom(tf.make_tensor_proto([example(x) for x in XS]))
+    resp = stubs[0].Predict(req, timeout=30)
+    np.testing.assert_allclose(tf.make_ndarray(resp.outputs["y"]), reference["y"], rtol=1e-6)
+    assert resp.model_spec.version.value == 2
+
+
+def test_grpc_metadata_and_status(stubs):
+    req = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    req.model_spec.name = MODEL
+    resp = stubs[0].GetModelMetadata(req, timeout=30)
+    sigs = get_model_metadata_pb2.SignatureDefMap()
+    resp.metadata["signature_def"].Unpack(sigs)
+    assert "serving_default" in sigs.signature_def
+    sreq = get_model_status_pb2.GetModelStatusRequest()
+    sreq.model_spec.name = MODEL
+    status = stubs[1].GetModelStatus(sreq, timeout=30)
+    assert [(s.version, s.state) for s in status.model_version_status][0] == (2, get_model_status_pb2.ModelVersionStatus.AVAILABLE)
+
+
+def test_grpc_classify_and_regress(stubs, reference):
+    creq = classification_pb2.ClassificationRequest()
+    creq.model_spec.name, creq.model_spec.signature_name = MODEL, "classification"
+    for x in XS:
+        creq.input.example_list.examples.add().ParseFromString(example(x))
+    cresp = stubs[0].Classify(creq, timeout=30)
+    np.testing.assert_allclose([[c.score for c in r.classes] for r in cresp.result.classifications],
+                               reference["classify"]["scores"], rtol=1e-5)
+    rreq = regression_pb2.RegressionRequest()
+    rreq.model_spec.name, rreq.model_spec.signature_name = MODEL, "regression"
+    rreq.input.example_list.CopyFrom(creq.input.example_list)
+    rresp = stubs[0].Regress(rreq, timeout=30)
+    np.testing.assert_allclose([r.value for r in rresp.result.regressions], reference["regress"], rtol=1e-6)
+
+
+def test_grpc_errors(stubs):
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = "nope"
+    with pytest.raises(grpc.RpcError) as e:
+        stubs[0].Predict(req, timeout=30)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    req.model_spec.name = MODEL
+    req.inputs["examples"].CopyFrom(tf.make_tensor_proto([[1.0]]))
+    with pytest.raises(grpc.RpcError) as e:
+        stubs[0].Predict(req, timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_metrics_count_requests(server):
+    if os.environ.get("SERVING_BASE_URL"):
+        pytest.skip("TF Serving exposes metrics only with a monitoring config")
+    with urllib.request.urlopen(server[0] + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    assert 'retrain_serving_requests_total{api="predict",code="OK",model="toy"}' in text
+    assert 'retrain_serving_model_version_available{model="toy",version="2"} 1.0' in text
