@@ -78,10 +78,10 @@ airflow-stop:
 
 test: test-tfx test-airflow
 
-test-tfx: venv
+test-tfx: venv /usr/bin/chromium
 	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags $(PYTEST_ARGS)
 
-# Headless Chromium for the browser check (Debian's package; needs root, as CI has).
+# Headless Chromium for the browser checks (Airflow UI, governance report): Debian's package; needs root, as CI has.
 /usr/bin/chromium:
 	@[ "$$(id -u)" = 0 ] || { echo "error: install Debian's chromium (apt-get install chromium) for the browser test" >&2; exit 1; }
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null

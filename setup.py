@@ -13,7 +13,7 @@ setup(
     # One distribution for both environments: the TFX runtime (3.10) uses retrain/pipelines/serving/
     # components, the Airflow control plane (3.11) only airflow_tfx (which imports no TFX).
     python_requires=">=3.10",
-    packages=find_packages(include=["retrain*", "pipelines*", "components*", "serving*", "airflow_tfx*"]),
+    packages=find_packages(include=["retrain*", "pipelines*", "components*", "serving*", "governance*", "airflow_tfx*"]),
     package_data={"pipelines": ["*/config.yaml"]},
     entry_points={"console_scripts": ["retrain = retrain.cli:main"]},
 )

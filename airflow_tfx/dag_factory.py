@@ -14,6 +14,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, TaskGroup, TriggerRule
 
+from airflow_tfx import links
 from airflow_tfx import template as template_lib
 from airflow_tfx.operators import TfxNodeOperator, TfxRuntimeOperator
 
@@ -69,9 +70,12 @@ def build_dag(
         doc_md=doc_md,
         tags=["tfx", "retraining", template["pipeline"]],
         render_template_as_native_obj=False,
+        user_defined_filters={"safe_run_id": links.safe_run_id},
     ) as dag:
+        pipeline = template["pipeline"]
         prepare = TfxRuntimeOperator(
             task_id="prepare_run",
+            pipeline=pipeline,
             arguments=[
                 "prepare-run", "--config", config, "--workdir", workdir, "--run-id", "{{ run_id }}",
                 "--span", "{{ params.span or data_interval_start.strftime('%Y%m') }}",
@@ -102,14 +106,76 @@ def build_dag(
                 tasks[up] >> tasks[node["id"]]
             if not node["upstream"]:
                 prepare >> tasks[node["id"]]
+        if "ApprovalGate" in tasks:
+            _approval_tasks(tasks, groups.get("push"), workdir, pipeline)
+        report = TfxRuntimeOperator(
+            task_id="governance_report",
+            pipeline=pipeline,
+            arguments=["report", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}"],
+            trigger_rule=TriggerRule.ALL_DONE,
+            retries=1,
+            doc_md="The run's governance report from ML Metadata, pushed or not (a rejected candidate "
+                   "needs it most); open it with the task's **Governance report** link.",
+        )
         summary = TfxRuntimeOperator(
             task_id="run_summary",
-            arguments=["summary", "--workdir", workdir, "--pipeline", template["pipeline"], "--run-id", "{{ run_id }}"],
+            pipeline=pipeline,
+            arguments=["summary", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}"],
             trigger_rule=TriggerRule.ALL_DONE,
             retries=0,
             doc_md="The run's summary; fails when the pipeline did not finish (gate stop, failure).",
         )
         for node in template["nodes"]:
             if not node["downstream"]:
-                tasks[node["id"]] >> summary
+                tasks[node["id"]] >> report
+        report >> summary
     return dag
+
+
+def _approval_tasks(tasks: dict, group, workdir: str, pipeline: str) -> None:
+    """A reviewer's Approve/Reject (Airflow's human-in-the-loop prompt) before ApprovalGate.
+
+    The prompt shows the candidate's report so far; `record_approval` writes the decision
+    and who made it where the ApprovalGate node reads it and records it in MLMD. Either
+    answer lets the run continue: a rejection is recorded, and the push is skipped.
+    """
+    from airflow.providers.standard.operators.hitl import HITLOperator
+
+    gate = tasks["ApprovalGate"]
+    prompt = HITLOperator(
+        task_id="request_approval",
+        task_group=group,
+        subject=f"Push the new {pipeline} model?",
+        body=(f"Candidate of run `{{{{ run_id }}}}`: blessed by the Evaluator and passed the serving check.\n\n"
+              f"[Governance report so far]({links.report_url(pipeline, 'RUN').replace('RUN', '{{ run_id | safe_run_id }}')}) — "
+              "metrics vs the served model, data checks, training provenance."),
+        options=["Approve", "Reject"],
+        defaults=None,
+        response_timeout=dt.timedelta(days=3),
+        retries=0,
+    )
+    record = TfxRuntimeOperator(
+        task_id="record_approval",
+        task_group=group,
+        pipeline=pipeline,
+        arguments=[
+            "approve", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
+            "--config", os.path.join(template_lib.REPO, "pipelines", pipeline, "config.yaml"),
+            "--decision", "{{ ti.xcom_pull(task_ids='push.request_approval')['chosen_options'][0] }}",
+            "--reviewer", "{{ (ti.xcom_pull(task_ids='push.request_approval')['responded_by_user'] or {}).get('name') "
+                          "or ti.xcom_pull(task_ids='push.request_approval')['responded_by_user'] }}",
+            "--comment", "decided in the Airflow UI", "--source", "airflow",
+        ],
+        retries=0,
+    )
+    preview = TfxRuntimeOperator(
+        task_id="candidate_report",
+        task_group=group,
+        pipeline=pipeline,
+        arguments=["report", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}"],
+        retries=0,
+        doc_md="The report so far, for the reviewer to read before deciding.",
+    )
+    for up in list(gate.upstream_list):
+        up >> preview
+    preview >> prompt >> record >> gate

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
+from airflow_tfx.links import GovernanceReportLink
 from airflow_tfx.template import REPO
 from retrain import exit_codes
 
@@ -48,13 +49,21 @@ def _drop_empty_options(args: Sequence[str]) -> list[str]:
 
 
 class TfxRuntimeOperator(BaseOperator):
-    """Runs `retrain <arguments>` in the TFX runtime; the task fails if the command does."""
+    """Runs `retrain <arguments>` in the TFX runtime; the task fails if the command does.
+
+    Every task links to its run's governance report ("Governance report" in the task's links).
+    """
 
     template_fields: Sequence[str] = ("arguments",)
     ui_color = "#e8f4fa"
+    operator_extra_links = (GovernanceReportLink(),)
 
-    def __init__(self, *, arguments: Sequence[str], entrypoint: Sequence[str] | None = None, **kwargs):
+    def __init__(
+        self, *, arguments: Sequence[str], entrypoint: Sequence[str] | None = None,
+        pipeline: str | None = None, **kwargs,
+    ):
         super().__init__(**kwargs)
+        self.retrain_pipeline = pipeline
         self.arguments = list(arguments)
         self.entrypoint = list(entrypoint) if entrypoint else None
         self._proc: subprocess.Popen | None = None
@@ -118,6 +127,8 @@ class TfxRuntimeOperator(BaseOperator):
             return AirflowFailException(f"the data gate stopped this span (no retry):\n{tail}")
         if rc == EXIT_BAD_INPUT:
             return AirflowFailException(f"bad input (no retry):\n{tail}")
+        if rc == exit_codes.AWAITING_APPROVAL:
+            return AirflowFailException(f"no reviewer decision recorded for this candidate (no retry):\n{tail}")
         return AirflowException(f"TFX runtime command failed with exit code {rc}:\n{tail}")
 
 
@@ -131,6 +142,7 @@ class TfxNodeOperator(TfxRuntimeOperator):
         # The run folder is found from the run id: no XCom needed, so a task can be
         # cleared and re-run on its own.
         super().__init__(
+            pipeline=pipeline,
             arguments=[
                 "node", "run", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
                 "--node", node_id,

@@ -67,6 +67,8 @@ class PipelineConfig:
     enable_serving_check: bool = True
     serving_check_requests: int = 20
     serving_max_latency_ms: float = 500.0
+    # A reviewer approves or rejects each candidate before it is pushed (ApprovalGate).
+    require_approval: bool = False
     # Pushed versions kept under the serving dir (older ones removed unless pinned/labelled).
     keep_versions: int = 5
     # Direct runner mode: in_memory is several times faster on small spans.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.trainer.component import Trainer
 
+from components.approval_gate import ApprovalGate
 from components.atomic_pusher.component import AtomicPusher
 from components.data_gate import DataGate, DataGateReport
 from components.serving_check import ServingCheck
@@ -29,6 +32,7 @@ NODE_STAGES = {
     "latest_blessed_model_resolver": "evaluate",
     "Evaluator": "evaluate",
     "ServingCheck": "push",
+    "ApprovalGate": "push",
     "AtomicPusher": "push",
 }
 
@@ -105,6 +109,13 @@ def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
             tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *_metrics(config)])
         ],
     )
+
+
+def _approved(approval_gate):
+    """The condition the push runs under when approval is required (else no condition)."""
+    if approval_gate is None:
+        return contextlib.nullcontext()
+    return tfx.dsl.Cond(approval_gate.outputs["approval"].future()[0].custom_property("approved") == 1)
 
 
 def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
@@ -258,19 +269,29 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
                 num_requests=config.serving_check_requests,
                 max_latency_ms=config.serving_max_latency_ms,
             )
-        # Atomic push (TF Serving never sees half a version), with warm-up requests; keeps
-        # the newest `keep_versions` versions for rollback. Not pushed unless infra-blessed.
-        pusher = AtomicPusher(
-            model=trainer.outputs["model"],
-            model_blessing=evaluator.outputs["blessing"],
-            infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
-            push_destination=tfx.proto.PushDestination(
-                filesystem=tfx.proto.PushDestination.Filesystem(
-                    base_directory=config.serving_model_dir
-                )
-            ),
-            custom_config={"keep_versions": config.keep_versions},
-        )
+        approval_gate = None
+        if config.require_approval:
+            # A reviewer's decision (Airflow's approval prompt or `retrain approve`),
+            # recorded in MLMD; the push below happens only if it is "approve".
+            approval_gate = ApprovalGate(model=trainer.outputs["model"], pipeline_root=config.pipeline_root)
+            if serving_check is not None:
+                approval_gate.add_upstream_node(serving_check)
+        with _approved(approval_gate):
+            # Atomic push (TF Serving never sees half a version), with warm-up requests; keeps
+            # the newest `keep_versions` versions for rollback. Not pushed unless infra-blessed.
+            pusher = AtomicPusher(
+                model=trainer.outputs["model"],
+                model_blessing=evaluator.outputs["blessing"],
+                infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
+                push_destination=tfx.proto.PushDestination(
+                    filesystem=tfx.proto.PushDestination.Filesystem(
+                        base_directory=config.serving_model_dir
+                    )
+                ),
+                custom_config={"keep_versions": config.keep_versions},
+            )
+            if approval_gate is not None:
+                pusher.add_upstream_node(approval_gate)
 
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
@@ -288,6 +309,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             model_resolver,
             evaluator,
             *([serving_check] if serving_check else []),
+            *([approval_gate] if approval_gate else []),
             pusher,
         ],
         enable_cache=config.enable_cache,

@@ -10,9 +10,13 @@
     retrain serve [--rest-port 8501 --grpc-port 8500]   serve pushed models (TF Serving's APIs)
     retrain rollback --model taxi [--to V] --reason R   serve an earlier version
     retrain serving-config [--base-path-prefix /models] TF Serving's models.config
+    retrain report --run-dir DIR                        a run's governance report (HTML + JSON)
+    retrain models [--config C]                         every candidate model, with report links
+    retrain lineage taxi VERSION                        data span -> served version
+    retrain approve --model-id N --decision approve     a reviewer's decision before push
 
 Exit codes: 0 done (pushed, not blessed, cached or skipped); 1 a node failed; 2 bad input
-(nothing was written); 3 the data gate stopped the span.
+(nothing was written); 3 the data gate stopped the span; 4 awaiting a reviewer's approval.
 """
 
 from __future__ import annotations
@@ -118,9 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--config", default=_DEFAULT_CONFIG)
     ls.add_argument("--data-root", dest="data_root")
 
+    from governance import commands as governance_commands
     from serving import commands as serving_commands
 
     serving_commands.add_parsers(sub, _DEFAULT_CONFIG)
+    governance_commands.add_parsers(sub, _DEFAULT_CONFIG, _add_run_dir_options)
     return p
 
 
@@ -181,7 +187,11 @@ def _load(args, command: str):
 def _exit_code(summary: dict) -> int:
     if summary["outcome"] == "stopped_by_data_gate":
         return EXIT_GATE
-    if summary["outcome"].startswith("failed"):
+    if summary["outcome"] == "awaiting_approval":
+        return exit_codes.AWAITING_APPROVAL
+    # A candidate refused by a check (not blessed, failed serving check, rejected) is a
+    # finished run; only a node that did not finish is a failure.
+    if summary["outcome"].startswith(("failed_at_", "failed_backfilling")):
         return EXIT_FAILED
     return EXIT_OK
 
@@ -229,7 +239,21 @@ def _run_locally(config, run_id: str, err) -> dict:
         config.metadata_path, config.pipeline_name, run_id, config.span, results, backfilled
     )
     summary["seconds"] = round(time.monotonic() - started, 1)
+    summary.update(_governance_report(config.metadata_path, config.pipeline_name, config.pipeline_root, run_id))
     return summary
+
+
+def _governance_report(metadata_path: str, pipeline: str, pipeline_root: str, run_id: str) -> dict:
+    """Writes the run's governance report; a failure to write it is reported, not fatal."""
+    from governance import report as report_lib
+    from retrain.node_runner import read_only_store
+
+    try:
+        written = report_lib.write(read_only_store(metadata_path), pipeline, pipeline_root, run_id)
+    except Exception as e:  # noqa: BLE001  the run's outcome stands; the summary says the report failed
+        logging.exception("governance report of run %s failed", run_id)
+        return {"report": None, "report_error": f"{type(e).__name__}: {e}"}
+    return {"report": written["html"], "report_json": written["json"], "report_with_model": written.get("with_model")}
 
 
 def cmd_compile(args) -> int:
@@ -272,6 +296,7 @@ def cmd_prepare_run(args) -> int:
     runs.write_run_info(folder, {
         "run_id": args.run_id, "span": config.span, "pipeline": config.pipeline_name,
         "metadata_path": config.metadata_path, "backfilled_spans": backfilled,
+        "pipeline_root": os.path.abspath(config.pipeline_root),
     })
     sys.stdout.write(json.dumps({"run_dir": folder, "span": config.span, "backfilled_spans": backfilled}) + "\n")
     return EXIT_OK
@@ -299,6 +324,8 @@ def cmd_node_run(args) -> int:
     sys.stdout.write("RESULT " + result.to_json() + "\n")
     if result.status != "failed":
         return EXIT_OK
+    if result.approval_pending:
+        return exit_codes.AWAITING_APPROVAL
     return EXIT_GATE if result.gate_stopped else EXIT_FAILED
 
 
@@ -374,10 +401,11 @@ _COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from governance import commands as governance_commands
     from serving import commands as serving_commands
 
     args = _parser().parse_args(argv)
-    code = {**_COMMANDS, **serving_commands.COMMANDS}[args.command](args)
+    code = {**_COMMANDS, **serving_commands.COMMANDS, **governance_commands.COMMANDS}[args.command](args)
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()

@@ -7,3 +7,4 @@ OK = 0  # done: pushed, not blessed, cached or skipped
 FAILED = 1  # a node failed
 BAD_INPUT = 2  # bad input; nothing was written
 GATE_STOPPED = 3  # the data gate refused the span
+AWAITING_APPROVAL = 4  # the candidate waits for a reviewer (`retrain approve`), nothing pushed

@@ -43,6 +43,7 @@ class NodeResult:
     # Set when the data gate refused the span (a verdict on the data, not a crash).
     gate_stopped: bool = False
     gate_report: str | None = None
+    approval_pending: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -158,6 +159,7 @@ def failed_result(node_id: str, error: Exception, seconds: float) -> NodeResult:
         error=f"{type(error).__name__}: {error}",
         gate_stopped=is_gate_stop(error),
         gate_report=getattr(error, "report_path", None),
+        approval_pending=type(error).__name__ == "ApprovalPending",
     )
 
 

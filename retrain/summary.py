@@ -156,6 +156,11 @@ def build_summary(
         [blessing] = store.get_artifacts_by_id([evaluator.outputs["blessing"][0]["id"]])
         summary["blessed"] = bool(_custom(blessing, "blessed"))
 
+    gate_node = by_node.get("ApprovalGate")
+    if gate_node and gate_node.outputs.get("approval"):
+        [decision] = store.get_artifacts_by_id([gate_node.outputs["approval"][0]["id"]])
+        summary["approval"] = {k: _custom(decision, k) for k in ("decision", "reviewer", "comment", "decided_at")}
+
     check = by_node.get("ServingCheck")
     if check and check.outputs.get("blessing"):
         path = os.path.join(check.outputs["blessing"][0]["uri"], "serving_check.json")
@@ -179,7 +184,9 @@ def build_summary(
 
     if failed is not None:
         summary["outcome"] = (
-            "stopped_by_data_gate" if failed.gate_stopped else f"failed_at_{failed.node_id}"
+            "stopped_by_data_gate" if failed.gate_stopped
+            else "awaiting_approval" if getattr(failed, "approval_pending", False)
+            else f"failed_at_{failed.node_id}"
         )
     elif summary["pushed"]:
         summary["outcome"] = "pushed"
@@ -187,6 +194,8 @@ def build_summary(
         summary["outcome"] = "not_blessed"
     elif summary["serving_check"] and not summary["serving_check"]["passed"]:
         summary["outcome"] = "failed_serving_check"
+    elif (summary.get("approval") or {}).get("decision") == "reject":
+        summary["outcome"] = "rejected"
     else:
         summary["outcome"] = "not_pushed"
     return summary
@@ -255,6 +264,9 @@ def format_summary(summary: dict) -> str:
             + ("passed" if check["passed"] else "FAILED: " + "; ".join(check["reasons"]))
             + (f" (p50 {latency['p50']} ms, p99 {latency['p99']} ms)" if latency else "")
         )
+    approval = summary.get("approval")
+    if approval:
+        lines.append(f"  approval         {approval['decision']} by {approval['reviewer']} ({approval['decided_at']}): {approval['comment'] or ''}")
     if summary["pushed"]:
         p = summary["pushed"]
         what = "already serving as version" if p["already_serving"] else "version"
@@ -263,4 +275,6 @@ def format_summary(summary: dict) -> str:
         lines.append("  pushed           nothing (serving directory unchanged)")
     if summary["error"]:
         lines.append(f"  error            {summary['error']}")
+    if summary.get("report"):
+        lines.append(f"  governance       {summary['report']}")
     return "\n".join(lines)

@@ -12,6 +12,8 @@ export PATH="$AF:$PATH"
 
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPO/.airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$REPO/dags"
+# Serves governance reports at /retrain/reports/ (the tasks' "Governance report" links).
+export AIRFLOW__CORE__PLUGINS_FOLDER="$REPO/airflow_tfx/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__API__PORT="${AIRFLOW_PORT:-8080}"

@@ -51,6 +51,9 @@ class Batcher:
     def __init__(self, fn: Callable[[Inputs], Outputs], options: BatchOptions, on_batch=lambda rows: None):
         self._fn, self._options, self._on_batch = fn, options, on_batch
         self._queue: queue.Queue[_Item | None] = queue.Queue()
+        # Requests submitted and not yet answered: a lone request does not wait for company.
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
         self._thread.start()
 
@@ -60,8 +63,14 @@ class Batcher:
             self._on_batch(rows or 1)
             return self._fn(inputs)
         item = _Item(inputs, rows, Future())
-        self._queue.put(item)
-        return item.future.result()
+        with self._count_lock:
+            self._in_flight += 1
+        try:
+            self._queue.put(item)
+            return item.future.result()
+        finally:
+            with self._count_lock:
+                self._in_flight -= 1
 
     def close(self) -> None:
         self._queue.put(None)
@@ -75,6 +84,8 @@ class Batcher:
             deadline = time.perf_counter() + self._options.max_wait_ms / 1000.0
             closing = False
             while rows < self._options.max_batch_size:
+                if self._in_flight <= len(batch) and self._queue.empty():
+                    break  # nobody else is waiting: run now rather than wait for company
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
                     break

@@ -2,7 +2,8 @@
 
 After `run_fn` returns, the record the toolkit wrote beside the SavedModel is copied onto
 the output Model's MLMD custom properties (`training_strategy`, `training_precision_policy`,
-...), where lineage queries, the run summary and governance reports read it.
+...), and so is the code version (`code_git_commit`, `code_git_dirty`, `code_code_sha256`),
+where lineage queries, the run summary and governance reports read them.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components.trainer import provenance
+from components.trainer import code_version, provenance
 
 
 class Executor(trainer_executor.GenericExecutor):
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         super().Do(input_dict, output_dict, exec_properties)
         model = artifact_utils.get_single_instance(output_dict["model"])
+        # The code that trained it, for governance reports (read from MLMD, not passed along).
+        for key, value in code_version.code_version().items():
+            if isinstance(value, bool):
+                model.set_int_custom_property(f"code_{key}", int(value))
+            elif value is not None:
+                model.set_string_custom_property(f"code_{key}", value)
         record = provenance.read(path_utils.serving_model_dir(model.uri))
         if record is None:
             logging.warning("no training provenance beside the SavedModel: run_fn does not use the trainer toolkit")

@@ -153,6 +153,9 @@ class Progress(tf.keras.callbacks.Callback):
         self.total, self.batch, self.every = total_steps, global_batch, every
         self.first_step: int | None = None
         self.steps_run = 0
+        # (step, loss) about 50 times per run: the training curve in governance reports.
+        self.curve: list[tuple[int, float]] = []
+        self._curve_every = max(1, total_steps // 50)
         self._t_first_end = None
         self._t_last = None
 
@@ -167,6 +170,8 @@ class Progress(tf.keras.callbacks.Callback):
             self._t_first_end = now
         self._t_last = now
         step = int(batch) + 1
+        if logs and "loss" in logs and (step % self._curve_every == 0 or step == self.total):
+            self.curve.append((step, round(float(logs["loss"]), 5)))
         if step % self.every == 0 or step == self.total:
             loss = float(logs["loss"]) if logs and "loss" in logs else float("nan")
             rate = self.examples_per_sec()
@@ -269,6 +274,7 @@ def train_and_export(
         "deterministic": settings.deterministic,
         "warm_start": warm,
         "final_metrics": {k: round(float(v[-1]), 5) for k, v in history.history.items()},
+        "loss_curve": progress.curve,
         "tensorflow": tf.__version__,
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),

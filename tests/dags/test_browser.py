@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -95,3 +96,22 @@ def test_triggered_run_succeeds_and_the_grid_renders(airflow):
         check=True, timeout=180, capture_output=True,
     )
     assert os.path.getsize(shot) > 20_000  # a rendered page, not a blank one
+
+    # The run's governance report: linked from its tasks, served by the Airflow plugin.
+    links = _api(base, "GET", f"/api/v2/dags/taxi_retraining/dagRuns/{run_id}/taskInstances/governance_report/links")
+    url = links["extra_links"]["Governance report"]
+    assert url and url.endswith("/report.html") and "/retrain/reports/taxi/" in url
+    with urllib.request.urlopen(base + url if url.startswith("/") else url, timeout=30) as resp:
+        page = resp.read().decode()
+    assert "governance report" in page and "PUSHED" in page
+    trainer_links = _api(base, "GET", f"/api/v2/dags/taxi_retraining/dagRuns/{run_id}/taskInstances/train.Trainer/links")
+    assert trainer_links["extra_links"]["Governance report"] == url
+    with pytest.raises(urllib.error.HTTPError):  # only governance files are served
+        urllib.request.urlopen(base + "/retrain/reports/taxi/../../../metadata/taxi.sqlite", timeout=30)
+    shot = os.path.join(ARTIFACTS, "airflow-governance-report.png")
+    subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={airflow['root'] / 'chromium2'}",
+         "--window-size=1200,2400", f"--screenshot={shot}", base + url if url.startswith("/") else url],
+        check=True, timeout=180, capture_output=True,
+    )
+    assert os.path.getsize(shot) > 20_000

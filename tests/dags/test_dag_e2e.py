@@ -61,20 +61,29 @@ def summary(env, run_id: str) -> dict:
     return json.loads(out)
 
 
+def governance_report(env, run_id: str) -> dict:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    path = os.path.join(env["RETRAIN_WORKDIR"], "pipeline_root", "taxi", "governance", safe, "report.json")
+    with open(path) as f:
+        return json.load(f)
+
+
 def versions(env) -> list[str]:
     d = os.path.join(env["RETRAIN_WORKDIR"], "serving", "taxi")
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    return sorted(v for v in os.listdir(d) if v.isdigit()) if os.path.isdir(d) else []
 
 
 def test_good_month_runs_every_task_and_pushes(env):
     run_id, state, tasks = dag_test(env, "2017-01-01")  # the run for December 2016
     assert state == "success"
-    assert len(tasks) == 14  # prepare_run, 12 TFX nodes, run_summary
+    assert len(tasks) == 16  # prepare_run, 13 TFX nodes, governance_report, run_summary
     assert set(tasks.values()) == {"success"}, tasks
     s = summary(env, run_id)
     assert s["span"] == 201612 and s["run_id"] == run_id  # Airflow's run id is TFX's
     assert s["outcome"] == "pushed" and s["window_spans"] == [201611, 201612]
     assert [s["pushed"]["version"]] == versions(env)
+    report = governance_report(env, run_id)
+    assert report["outcome"] == "pushed" and report["run_id"] == run_id
 
 
 def test_corrupted_month_is_stopped_at_the_gate(env):
@@ -91,6 +100,9 @@ def test_corrupted_month_is_stopped_at_the_gate(env):
     for later in ("train.Transform", "train.Trainer", "evaluate.Evaluator", "push.AtomicPusher"):
         assert tasks[later] == "upstream_failed", (later, tasks)
     assert tasks["run_summary"] == "failed"  # it ran, reported, and failed the DAG run
+    assert tasks["governance_report"] == "success"  # a stopped span gets its report too
+    report = governance_report(env, run_id)
+    assert report["outcome"] == "stopped_by_data_gate" and "payment_type" in report["data_gate"]["blocking_features"]
     s = summary(env, run_id)
     assert s["outcome"] == "stopped_by_data_gate" and "payment_type" in s["data_gate"]["blocking_features"]
     assert versions(env) == before

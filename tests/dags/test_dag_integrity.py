@@ -54,11 +54,12 @@ def test_task_graph_equals_the_compiled_ir(parsed, dag_id):
     qualified = {n["id"]: f"{n['stage']}.{n['id']}" for n in template["nodes"]}
     expected = {
         qualified[n["id"]]: sorted(
-            [qualified[d] for d in n["downstream"]] + ([] if n["downstream"] else ["run_summary"])
+            [qualified[d] for d in n["downstream"]] + ([] if n["downstream"] else ["governance_report"])
         )
         for n in template["nodes"]
     }
     expected["prepare_run"] = sorted(qualified[n["id"]] for n in template["nodes"] if not n["upstream"])
+    expected["governance_report"] = ["run_summary"]
     expected["run_summary"] = []
     assert parsed["downstream"][dag_id] == expected
     assert len(template["nodes"]) == 13
@@ -76,6 +77,8 @@ def test_schedule_and_safety_settings():
     node = dag.get_task("train.Trainer")
     assert node.retries == 2 and node.retry_exponential_backoff and node.execution_timeout
     assert dag.get_task("run_summary").trigger_rule == "all_done"
+    assert dag.get_task("governance_report").trigger_rule == "all_done"  # pushed or not, a report
+    assert [l.name for l in dag.get_task("train.Trainer").operator_extra_links] == ["Governance report"]
     assert {g for g in dag.task_group.children} >= {"validate_data", "train", "evaluate", "push"}
 
 
@@ -115,3 +118,34 @@ def test_prepare_run_refuses_an_ir_whose_graph_differs_from_the_dag():
     assert template_lib.mismatch(template, _ir({"A": [], "B": ["A"]})) is None
     problem = template_lib.mismatch(template, _ir({"A": [], "B": [], "C": ["B"]}))
     assert "unexpected ['C']" in problem and "edges changed for ['B']" in problem
+
+
+def test_report_link_points_at_the_runs_report(monkeypatch):
+    from airflow_tfx import links
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080")
+    url = links.report_url("taxi", "scheduled__2017-01-01T00:00:00+00:00")
+    assert url == "http://airflow.example:8080/retrain/reports/taxi/scheduled__2017-01-01T00_00_00_00_00/report.html"
+
+
+def test_approval_gate_gets_a_human_in_the_loop_prompt(tmp_path):
+    template = json.loads(open(TEMPLATE).read())
+    nodes = {n["id"]: n for n in template["nodes"]}
+    # The taxi template with `require_approval: true`: ApprovalGate between check and push.
+    nodes["ApprovalGate"] = {"id": "ApprovalGate", "type": "ApprovalGate", "upstream": ["Evaluator", "ServingCheck", "Trainer"],
+                             "downstream": ["AtomicPusher"], "stage": "push"}
+    nodes["AtomicPusher"]["upstream"].append("ApprovalGate")
+    for up in ("Evaluator", "ServingCheck", "Trainer"):
+        nodes[up]["downstream"].append("ApprovalGate")
+    template["nodes"] = list(nodes.values())
+    path = tmp_path / "approval.json"
+    path.write_text(json.dumps(template))
+    dag = build_dag(str(path), "t", doc_md="doc")
+    prompt = dag.get_task("push.request_approval")
+    assert type(prompt).__name__ == "HITLOperator" and prompt.options == ["Approve", "Reject"]
+    assert dag.get_task("push.candidate_report").downstream_task_ids == {"push.request_approval"}
+    assert dag.get_task("push.request_approval").downstream_task_ids == {"push.record_approval"}
+    assert "push.record_approval" in dag.get_task("push.ApprovalGate").upstream_task_ids
+    assert "push.candidate_report" in dag.get_task("push.ServingCheck").downstream_task_ids
+    args = dag.get_task("push.record_approval").arguments
+    assert args[:2] == ["approve", "--workdir"] and "--decision" in args and "--reviewer" in args

@@ -160,6 +160,11 @@ def test_corrupted_span_is_stopped_by_the_gate(env, span, mutate, feature):
     assert report["baseline_span"] == 201612  # stopped spans never become the baseline
     assert "Transform" not in summary["nodes"]
     assert versions(env) == before and executions(env, "Trainer") == trainers
+    with open(summary["report_json"]) as f:  # a stopped span gets a governance report too
+        governance = json.load(f)
+    assert governance["outcome"] == "stopped_by_data_gate" and governance["model"] is None
+    assert feature in governance["data_gate"]["blocking_features"]
+    assert "stopped by the data gate" in governance["push"]["reason"]
 
 
 def test_worse_candidate_is_not_pushed(env, tmp_path):
@@ -178,6 +183,11 @@ def test_worse_candidate_is_not_pushed(env, tmp_path):
     assert any(f["metric"] == "auc" for f in ev["failures"])
     assert summary["nodes"]["AtomicPusher"]["status"] == "skipped"
     assert versions(env) == before
+    with open(summary["report_json"]) as f:
+        governance = json.load(f)
+    assert governance["outcome"] == "not_blessed" and governance["blessed"] is False
+    assert governance["push"]["reason"].startswith("not blessed by the Evaluator")
+    assert any(not t["passed"] for t in governance["evaluation"]["thresholds"])
 
 
 def test_candidate_failing_the_serving_check_is_not_pushed(env, tmp_path):
@@ -195,6 +205,8 @@ def test_candidate_failing_the_serving_check_is_not_pushed(env, tmp_path):
     assert summary["nodes"]["Trainer"]["status"] == "cached"
     assert summary["nodes"]["ServingCheck"]["status"] == "complete"
     assert summary["pushed"] is None and versions(env) == before
+    with open(summary["report_json"]) as f:
+        assert json.load(f)["outcome"] == "failed_serving_check"
 
 
 def _fingerprint(env) -> tuple:

@@ -1,0 +1,45 @@
+"""The code version a model was trained with: git commit, dirty tree, and a content hash of
+the pipeline code (what `airflow_tfx.template` fingerprints), for governance."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_CODE_DIRS = ("pipelines", "components", "serving", "retrain")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def code_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for top in _CODE_DIRS:
+        for folder, dirs, files in sorted(os.walk(os.path.join(REPO, top))):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".yaml")):
+                    path = os.path.join(folder, name)
+                    digest.update(os.path.relpath(path, REPO).encode())
+                    with open(path, "rb") as f:
+                        digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
+def code_version() -> dict:
+    """{git_commit, git_dirty, code_sha256}; outside a git checkout (a container image) the
+    commit comes from RETRAIN_CODE_VERSION, else "unknown"."""
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "git_commit": commit or os.environ.get("RETRAIN_CODE_VERSION", "unknown"),
+        "git_dirty": bool(status) if status is not None else None,
+        "code_sha256": code_fingerprint(),
+    }

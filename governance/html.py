@@ -1,0 +1,208 @@
+"""Renders a governance report as one self-contained HTML page (inline CSS and SVG plots, no
+scripts or network), readable offline and in an artifact store."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d2330;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}
+table{border-collapse:collapse;margin:6px 0;font-size:13px} td,th{border:1px solid #dde2ea;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f5f9} .ok{color:#137333;font-weight:600} .bad{color:#b3261e;font-weight:600} .muted{color:#667085}
+.badge{display:inline-block;padding:2px 10px;border-radius:10px;font-weight:600;color:#fff}
+.pushed{background:#137333} .other{background:#b3261e} pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px}
+.grid{display:flex;flex-wrap:wrap;gap:14px} .card{border:1px solid #dde2ea;padding:6px;border-radius:6px}
+"""
+_BLUE, _GREY = "#2f6fdb", "#b4bcc8"
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _table(rows: list[tuple[str, Any]]) -> str:
+    return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _yes_no(flag: Any, yes="yes", no="no") -> str:
+    if flag is None:
+        return '<span class="muted">n/a</span>'
+    return f'<span class="ok">{yes}</span>' if flag else f'<span class="bad">{no}</span>'
+
+
+def bar_chart(title: str, labels: list[str], series: dict[str, list[float]], width=520, height=200) -> str:
+    """Grouped bars, one group per label, one bar per series (candidate, baseline, ...)."""
+    if not labels:
+        return ""
+    colors = [_BLUE, _GREY, "#e8a33d"]
+    top = max([v for vals in series.values() for v in vals if v is not None] + [1e-9])
+    n, k = len(labels), max(len(series), 1)
+    left, bottom, top_pad = 40, 40, 34
+    gw = (width - left - 10) / n
+    bw = max(gw * 0.8 / k, 1)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(title)}">',
+             f'<text x="{left}" y="12" font-size="12" font-weight="600">{_e(title)}</text>']
+    plot_h = height - bottom - top_pad
+    for s, (name, vals) in enumerate(series.items()):
+        for i, v in enumerate(vals):
+            if v is None:
+                continue
+            h = plot_h * v / top
+            x = left + i * gw + gw * 0.1 + s * bw
+            parts.append(f'<rect x="{x:.1f}" y="{top_pad + plot_h - h:.1f}" width="{bw:.1f}" height="{h:.1f}" fill="{colors[s % 3]}"><title>{_e(labels[i])} {_e(name)}: {v:.4g}</title></rect>')
+        parts.append(f'<text x="{left + 110 * s}" y="26" font-size="11" fill="{colors[s % 3]}">&#9632; {_e(name)}</text>')
+    step = max(1, n // 12)
+    for i in range(0, n, step):
+        parts.append(f'<text x="{left + i * gw + gw / 2:.1f}" y="{height - bottom + 14}" font-size="10" text-anchor="middle">{_e(labels[i])[:10]}</text>')
+    parts.append(f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - 10}" y2="{top_pad + plot_h}" stroke="#667085"/>')
+    parts.append(f'<text x="2" y="{top_pad + 6}" font-size="10">{top:.3g}</text><text x="2" y="{top_pad + plot_h}" font-size="10">0</text></svg>')
+    return "".join(parts)
+
+
+def line_chart(title: str, points: list[tuple[float, float]], width=520, height=200) -> str:
+    if len(points) < 2:
+        return f'<p class="muted">{_e(title)}: fewer than two points recorded</p>'
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    sx = lambda x: 40 + (width - 50) * (x - x0) / ((x1 - x0) or 1)  # noqa: E731
+    sy = lambda y: 20 + (height - 50) * (1 - (y - y0) / ((y1 - y0) or 1))  # noqa: E731
+    path = " ".join(f"{'M' if i == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for i, (x, y) in enumerate(points))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(title)}">'
+            f'<text x="40" y="12" font-size="12" font-weight="600">{_e(title)}</text>'
+            f'<path d="{path}" fill="none" stroke="{_BLUE}" stroke-width="2"/>'
+            f'<text x="2" y="24" font-size="10">{y1:.3g}</text><text x="2" y="{height - 30}" font-size="10">{y0:.3g}</text>'
+            f'<text x="40" y="{height - 8}" font-size="10">step {x0:g}</text>'
+            f'<text x="{width - 60}" y="{height - 8}" font-size="10">step {x1:g}</text></svg>')
+
+
+def _distribution(current: dict, baseline: dict | None, cur_span, base_span) -> str:
+    series_names = (f"span {cur_span}", f"span {base_span}")
+    if current.get("kind") == "numeric" and current.get("histogram"):
+        labels = [f"{b['low']:.3g}" for b in current["histogram"]]
+        total = sum(b["count"] for b in current["histogram"]) or 1
+        series = {series_names[0]: [b["count"] / total for b in current["histogram"]]}
+        if baseline and baseline.get("histogram"):
+            btotal = sum(b["count"] for b in baseline["histogram"]) or 1
+            # Baseline mass re-bucketed onto the current buckets, by bucket midpoint.
+            mass = [0.0] * len(current["histogram"])
+            for b in baseline["histogram"]:
+                mid = (b["low"] + b["high"]) / 2
+                i = next((j for j, c in enumerate(current["histogram"]) if c["low"] <= mid <= c["high"]), None)
+                if i is not None:
+                    mass[i] += b["count"] / btotal
+            series[series_names[1]] = mass
+        return bar_chart(f"{current['name']} (share per bucket)", labels, series, width=340, height=170)
+    if current.get("kind") == "categorical" and current.get("top"):
+        labels = [t["value"] for t in current["top"]]
+        total = sum(t["count"] for t in current["top"]) or 1
+        series = {series_names[0]: [t["count"] / total for t in current["top"]]}
+        if baseline and baseline.get("top"):
+            counts = {t["value"]: t["count"] for t in baseline["top"]}
+            btotal = sum(counts.values()) or 1
+            series[series_names[1]] = [counts.get(v, 0) / btotal for v in labels]
+        return bar_chart(f"{current['name']} (top values)", labels, series, width=340, height=170)
+    return ""
+
+
+def render(r: dict) -> str:
+    push = r.get("push") or {}
+    outcome = r.get("outcome", "?")
+    out = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>Governance report: {_e(r['pipeline'])} run {_e(r['run_id'])}</title><style>{_CSS}</style></head><body>"]
+    out.append(f"<h1>{_e(r['pipeline'])} — governance report</h1>")
+    out.append(f'<p><span class="badge {"pushed" if outcome == "pushed" else "other"}">{_e(outcome.replace("_", " ").upper())}</span> '
+               f'run <code>{_e(r["run_id"])}</code>, generated {_e(r["generated_at"])}</p>')
+    model = r.get("model") or {}
+    out.append("<h2>Decision</h2>" + _table([
+        ("outcome", _e(outcome)),
+        ("pushed", (f'<span class="ok">version {_e(push.get("version"))}</span> at <code>{_e(push.get("path"))}</code>, {_e(push.get("time"))}'
+                    + (" (already serving: cached re-run)" if push.get("already_serving") else ""))
+         if push.get("pushed") else f'<span class="bad">no</span>: {_e(push.get("reason"))}'),
+        ("blessed by Evaluator", _yes_no(r.get("blessed"))),
+        ("serving check", _yes_no((r.get("serving_check") or {}).get("passed"), "passed", "failed") if r.get("serving_check") else '<span class="muted">not run</span>'),
+        ("human approval", _e(f"{r['approval'].get('decision')} by {r['approval'].get('reviewer')} at {r['approval'].get('decided_at')}: {r['approval'].get('comment') or ''}") if r.get("approval") else '<span class="muted">not required</span>'),
+        ("candidate model", f"MLMD artifact {_e(model.get('artifact_id'))}, <code>{_e(model.get('uri'))}</code>" if model else "none (the run stopped before training)"),
+        ("baseline model", f"MLMD artifact {_e((r.get('baseline_model') or {}).get('artifact_id'))}" if r.get("baseline_model") else "none (first model)"),
+    ]))
+    code = r.get("code") or {}
+    out.append("<h2>Code</h2>" + _table([
+        ("git commit", f"<code>{_e(code.get('git_commit'))}</code>"),
+        ("tree dirty", _yes_no(None if code.get("git_dirty") is None else not code["git_dirty"], "no", "yes (uncommitted changes)")),
+        ("pipeline code sha256", f"<code>{_e(code.get('code_sha256'))}</code>"),
+        ("pipeline run id", f"<code>{_e(r['run_id'])}</code>"),
+    ]) if code else "<h2>Code</h2><p class=muted>recorded by the Trainer; this run did not train</p>")
+
+    data = r.get("data") or {}
+    window = data.get("window") or []
+    schema = r.get("schema") or {}
+    out.append("<h2>Data</h2>" + _table([
+        ("span ingested", _e(data.get("span"))),
+        ("rows", _e(", ".join(f"{k} {v}" for k, v in (data.get("rows") or {}).items()))),
+        ("training window", _e(", ".join(str(w["span"]) for w in window)) or '<span class="muted">not reached</span>'),
+        ("schema", f"<code>{_e(schema.get('path'))}</code><br>sha256 <code>{_e(schema.get('sha256'))}</code>"),
+        ("statistics", f"<code>{_e(data.get('statistics_uri'))}</code>"),
+    ]))
+    gate = r.get("data_gate")
+    if gate:
+        out.append(f"<h2>Data gate: {_yes_no(gate.get('passed'), 'passed', 'STOPPED')}</h2>")
+        if gate.get("anomalies"):
+            out.append("<table><tr><th>feature</th><th>kind</th><th>split</th><th>reasons</th></tr>" + "".join(
+                f"<tr><td>{_e(a['feature'])}</td><td>{_e(a['kind'])}</td><td>{_e(a['split'])}</td><td>{_e('; '.join(x.get('description') or x.get('type') for x in a['reasons']))}</td></tr>"
+                for a in gate["anomalies"]) + "</table>")
+        else:
+            out.append("<p>No schema anomalies.</p>")
+        if gate.get("drift"):
+            out.append(f"<p>Drift vs span {_e(gate.get('baseline_span'))}:</p><table><tr><th>feature</th><th>measure</th><th>value</th><th>threshold</th><th>result</th></tr>" + "".join(
+                f"<tr><td>{_e(d['feature'])}</td><td>{_e(d.get('measure'))}</td><td>{d['value']:.4f}</td><td>{_e(d['threshold'])}</td><td>{_yes_no(not d['drifted'], 'within', 'DRIFTED')}</td></tr>"
+                for d in gate["drift"]) + "</table>")
+        else:
+            out.append('<p class="muted">Drift not checked (no earlier span passed the gate).</p>')
+    if data.get("features"):
+        base = {f["name"]: f for f in data.get("baseline_features") or []}
+        charts = [_distribution(f, base.get(f["name"]), data.get("span"), data.get("baseline_span")) for f in data["features"]]
+        out.append("<h2>Feature distributions (train split), current vs previous span</h2><div class=grid>"
+                   + "".join(f"<div class=card>{c}</div>" for c in charts if c) + "</div>")
+    if r.get("transform") or r.get("trainer"):
+        out.append("<h2>Transform and Trainer settings</h2><pre>" + _e(json.dumps({"transform": r.get("transform"), "trainer": r.get("trainer")}, indent=2, default=str)) + "</pre>")
+    training = r.get("training")
+    if training:
+        rows = [(k, _e(v)) for k, v in training.items() if k not in ("loss_curve", "final_metrics")]
+        out.append("<h2>Training</h2>" + _table(rows + [("final metrics", _e(training.get("final_metrics")))]))
+        out.append(line_chart("training loss by step", [tuple(p) for p in training.get("loss_curve") or []]))
+    ev = r.get("evaluation")
+    if ev:
+        out.append(f"<h2>Evaluation: {_yes_no(ev.get('validation_ok'), 'thresholds passed', 'thresholds FAILED')}</h2>")
+        out.append("<table><tr><th>metric (overall)</th><th>candidate</th><th>baseline</th><th>change</th></tr>" + "".join(
+            f"<tr><td>{_e(m)}</td><td>{_e(v.get('candidate'))}</td><td>{_e(v.get('baseline'))}</td><td>{_e(v.get('candidate_diff'))}</td></tr>"
+            for m, v in sorted(ev["overall"].items())) + "</table>")
+        if ev.get("thresholds"):
+            out.append("<table><tr><th>threshold</th><th>slice</th><th>value bound</th><th>change bound</th><th>result</th></tr>" + "".join(
+                f"<tr><td>{_e(t['metric'])}</td><td>{_e(t['slice'])}</td><td>{_e(t.get('value_threshold'))}</td><td>{_e(t.get('change_threshold'))}</td><td>{_yes_no(t['passed'], 'passed', 'FAILED')}</td></tr>"
+                for t in ev["thresholds"]) + "</table>")
+        for f in ev.get("failures") or []:
+            out.append(f'<p class="bad">failed: {_e(f["metric"])} on {_e(f["slice"])} = {_e(f["value"])} ({_e(f["threshold"])})</p>')
+        primary = next((m for m in ("auc", "sparse_categorical_accuracy", "binary_accuracy") if m in ev["overall"]), None)
+        if primary and ev.get("slices"):
+            labels = list(ev["slices"])
+            series = {"candidate": [ev["slices"][s].get(primary, {}).get("candidate") for s in labels]}
+            if any(ev["slices"][s].get(primary, {}).get("baseline") is not None for s in labels):
+                series["baseline"] = [ev["slices"][s].get(primary, {}).get("baseline") for s in labels]
+            out.append(bar_chart(f"{primary} per slice", [s.split("=", 1)[-1] for s in labels], series, width=1000, height=230))
+            out.append("<details><summary>per-slice metrics</summary><table><tr><th>slice</th><th>metrics (candidate / baseline)</th></tr>" + "".join(
+                f"<tr><td>{_e(s)}</td><td>{_e({m: (v.get('candidate'), v.get('baseline')) for m, v in vals.items()})}</td></tr>"
+                for s, vals in ev["slices"].items()) + "</table></details>")
+    check = r.get("serving_check")
+    if check:
+        lat = check.get("latency_ms") or {}
+        out.append(f"<h2>Serving check: {_yes_no(check.get('passed'), 'passed', 'FAILED')}</h2>" + _table([
+            ("requests", _e(check.get("requests"))), ("latency p50 / p99", _e(f"{lat.get('p50')} / {lat.get('p99')} ms (budget {check.get('latency_budget_ms')} ms)")),
+            ("max |served - in-process|", _e(check.get("max_abs_diff"))), ("warm-up requests", _e(check.get("warmup_requests"))),
+            ("reasons", _e("; ".join(check.get("reasons") or []) or "none")),
+        ]))
+    out.append("<h2>Node executions (ML Metadata)</h2><table><tr><th>node</th><th>state</th><th>execution</th><th>started</th></tr>" + "".join(
+        f"<tr><td>{_e(k)}</td><td>{_e(v['state'])}</td><td>{_e(v['execution_id'])}</td><td>{_e(v['started'])}</td></tr>"
+        for k, v in r.get("nodes", {}).items()) + "</table>")
+    out.append("</body></html>")
+    return "\n".join(out)
