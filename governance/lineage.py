@@ -107,23 +107,19 @@ def consumers(store, artifact_id: int) -> list[tuple[Any, str]]:
     return out
 
 
-def outputs_of(store, execution_id: int) -> dict[str, list]:
-    events = store.get_events_by_execution_ids([execution_id])
-    ids = [e.artifact_id for e in events if e.type in _OUTPUT]
-    artifacts = {a.id: a for a in store.get_artifacts_by_id(ids)}
+def _artifacts_of(store, execution_id: int, event_types) -> dict[str, list]:
+    events = [e for e in store.get_events_by_execution_ids([execution_id]) if e.type in event_types]
+    artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}
     out: dict[str, list] = {}
     for e in events:
-        if e.type in _OUTPUT and e.artifact_id in artifacts:
+        if e.artifact_id in artifacts:
             out.setdefault(e.path.steps[0].key if e.path.steps else "", []).append(artifacts[e.artifact_id])
     return out
+
+
+def outputs_of(store, execution_id: int) -> dict[str, list]:
+    return _artifacts_of(store, execution_id, _OUTPUT)
 
 
 def inputs_of(store, execution_id: int) -> dict[str, list]:
-    events = store.get_events_by_execution_ids([execution_id])
-    ids = [e.artifact_id for e in events if e.type in _INPUT]
-    artifacts = {a.id: a for a in store.get_artifacts_by_id(ids)}
-    out: dict[str, list] = {}
-    for e in events:
-        if e.type in _INPUT and e.artifact_id in artifacts:
-            out.setdefault(e.path.steps[0].key if e.path.steps else "", []).append(artifacts[e.artifact_id])
-    return out
+    return _artifacts_of(store, execution_id, _INPUT)

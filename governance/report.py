@@ -36,13 +36,7 @@ def _time(ms: int) -> str | None:
 
 
 def _read_stats(uri: str, split: str):
-    path = os.path.join(uri, f"Split-{split}", "FeatureStats.pb")
-    if not os.path.exists(path):
-        return None
-    stats = statistics_pb2.DatasetFeatureStatisticsList()
-    with open(path, "rb") as f:
-        stats.ParseFromString(f.read())
-    return stats.datasets[0]
+    return _read_stats_file(os.path.join(uri, f"Split-{split}", "FeatureStats.pb"))
 
 
 def _read_stats_file(path: str):

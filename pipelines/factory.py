@@ -46,50 +46,27 @@ def _overall_only(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThresho
     return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
 
 
+def _thresholded(metric: str, lower_bound: float, max_decrease: float | None = None) -> tfma.MetricConfig:
+    """A metric with a floor and, optionally, the largest drop tolerated vs the baseline."""
+    change = None
+    if max_decrease is not None:
+        change = tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -max_decrease}
+        )
+    threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": lower_bound}),
+        change_threshold=change,
+    )
+    return tfma.MetricConfig(class_name=metric, per_slice_thresholds=[_overall_only(threshold)])
+
+
 def _metrics(config: PipelineConfig) -> list[tfma.MetricConfig]:
     """The metrics and thresholds of the config's task (thresholds on the overall slice)."""
     if config.task == "multiclass_classification":
-        return [
-            tfma.MetricConfig(
-                class_name="SparseCategoricalAccuracy",
-                per_slice_thresholds=[
-                    _overall_only(
-                        tfma.MetricThreshold(
-                            value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
-                            change_threshold=tfma.GenericChangeThreshold(
-                                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                                absolute={"value": -config.max_accuracy_decrease},
-                            ),
-                        )
-                    )
-                ],
-            )
-        ]
+        return [_thresholded("SparseCategoricalAccuracy", config.min_accuracy, config.max_accuracy_decrease)]
     return [
-        tfma.MetricConfig(
-            class_name="AUC",
-            per_slice_thresholds=[
-                _overall_only(
-                    tfma.MetricThreshold(
-                        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_auc}),
-                        change_threshold=tfma.GenericChangeThreshold(
-                            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                            absolute={"value": -config.max_auc_decrease},
-                        ),
-                    )
-                )
-            ],
-        ),
-        tfma.MetricConfig(
-            class_name="BinaryAccuracy",
-            per_slice_thresholds=[
-                _overall_only(
-                    tfma.MetricThreshold(
-                        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy})
-                    )
-                )
-            ],
-        ),
+        _thresholded("AUC", config.min_auc, config.max_auc_decrease),
+        _thresholded("BinaryAccuracy", config.min_accuracy),
     ]
 
 

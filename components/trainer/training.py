@@ -283,3 +283,52 @@ def train_and_export(
         provenance.write(spec.serving_model_dir, record)
     logging.info("trainer: %s", json.dumps(record, sort_keys=True))
     return record
+
+
+def train_from_fn_args(
+    fn_args,
+    hparams,
+    build_model: Callable[[Any], tf.keras.Model],
+    transform: Callable[[Any], Callable],
+    signatures: Callable[[tf.keras.Model, Any], dict],
+    signature_methods: Mapping[str, str] | None = None,
+) -> dict:
+    """The whole of a pipeline's `run_fn`: settings from `custom_config`, setup, the Transform
+    output, seeded fit and export. Returns the training provenance.
+
+    Args:
+      fn_args: TFX Trainer's FnArgs.
+      hparams: the model's settings; needs `batch_size` (per replica) and `seed`.
+      build_model: Transform output -> compiled model (called in the strategy's scope).
+      transform: Transform output -> (parsed raw batch -> (inputs, label)).
+      signatures: (model, Transform output) -> serving signatures.
+      signature_methods: TF Serving method names of non-predict signatures.
+    """
+    import tensorflow_transform as tft
+
+    from retrain import keras_env
+
+    keras_env.skip_autograph_for_libraries()
+    session = setup(TrainerSettings.from_custom_config(fn_args.custom_config))
+    tft_output = tft.TFTransformOutput(fn_args.transform_output)
+    tf.keras.utils.set_random_seed(hparams.seed)
+    return train_and_export(
+        session,
+        build_model=lambda: build_model(tft_output),
+        spec=FitSpec(
+            train_files=fn_args.train_files,
+            eval_files=fn_args.eval_files,
+            feature_spec=tft_output.raw_feature_spec(),
+            transform=transform(tft_output),
+            per_replica_batch_size=hparams.batch_size,
+            train_steps=fn_args.train_steps,
+            eval_steps=fn_args.eval_steps,
+            model_run_dir=fn_args.model_run_dir,
+            serving_model_dir=fn_args.serving_model_dir,
+            seed=hparams.seed,
+            base_model=fn_args.base_model,
+            identity={"transform": fn_args.transform_output, "hparams": dataclasses.asdict(hparams)},
+            signature_methods=dict(signature_methods or {}),
+        ),
+        signatures=lambda model: signatures(model, tft_output),
+    )

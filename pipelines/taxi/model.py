@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from components.trainer import export, training
 from pipelines.taxi import features
-from retrain import keras_env
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
     import tensorflow_transform as tft
@@ -158,31 +157,12 @@ SIGNATURE_METHODS = {"classification": export.CLASSIFY, "regression": export.REG
 def run_fn(fn_args: FnArgs) -> None:
     """Trains on the window of spans (raw examples through the Transform graph) through the
     trainer toolkit, and exports the serving SavedModel with its training provenance."""
-    keras_env.skip_autograph_for_libraries()
     hparams = HParams.from_custom_config(fn_args.custom_config)
-    import tensorflow_transform as tft
-
-    settings = training.TrainerSettings.from_custom_config(fn_args.custom_config)
-    session = training.setup(settings)
-    tft_output = tft.TFTransformOutput(fn_args.transform_output)
-    tf.keras.utils.set_random_seed(hparams.seed)
-    training.train_and_export(
-        session,
-        build_model=lambda: build_model(tft_output, hparams),
-        spec=training.FitSpec(
-            train_files=fn_args.train_files,
-            eval_files=fn_args.eval_files,
-            feature_spec=tft_output.raw_feature_spec(),
-            transform=transform_fn(tft_output),
-            per_replica_batch_size=hparams.batch_size,
-            train_steps=fn_args.train_steps,
-            eval_steps=fn_args.eval_steps,
-            model_run_dir=fn_args.model_run_dir,
-            serving_model_dir=fn_args.serving_model_dir,
-            seed=hparams.seed,
-            base_model=fn_args.base_model,
-            identity={"transform": fn_args.transform_output, "hparams": dataclasses.asdict(hparams)},
-            signature_methods=SIGNATURE_METHODS,
-        ),
-        signatures=lambda model: _serving_signatures(model, tft_output),
+    training.train_from_fn_args(
+        fn_args,
+        hparams,
+        build_model=lambda tft_output: build_model(tft_output, hparams),
+        transform=transform_fn,
+        signatures=_serving_signatures,
+        signature_methods=SIGNATURE_METHODS,
     )

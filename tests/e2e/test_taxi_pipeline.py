@@ -167,15 +167,20 @@ def test_corrupted_span_is_stopped_by_the_gate(env, span, mutate, feature):
     assert "stopped by the data gate" in governance["push"]["reason"]
 
 
-def test_worse_candidate_is_not_pushed(env, tmp_path):
+def _config(env, path, hparams=None, **changes) -> str:
+    """The taxi config on the test's data, with changes."""
     with open(TAXI_CONFIG) as f:
         cfg = yaml.safe_load(f)
-    cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA, train_steps=1)
-    cfg["hparams"] = {**cfg["hparams"], "learning_rate": 1e-9}
-    path = tmp_path / "worse.yaml"
+    cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA, **changes)
+    cfg["hparams"] = {**cfg["hparams"], **(hparams or {})}
     path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def test_worse_candidate_is_not_pushed(env, tmp_path):
+    path = _config(env, tmp_path / "worse.yaml", {"learning_rate": 1e-9}, train_steps=1)
     before = versions(env)
-    code, summary, stderr = retrain(env, "--span", "201612", config=str(path))
+    code, summary, stderr = retrain(env, "--span", "201612", config=path)
     assert code == 0, stderr[-3000:]
     assert summary["outcome"] == "not_blessed" and summary["blessed"] is False
     ev = summary["evaluation"]
@@ -191,14 +196,10 @@ def test_worse_candidate_is_not_pushed(env, tmp_path):
 
 
 def test_candidate_failing_the_serving_check_is_not_pushed(env, tmp_path):
-    with open(TAXI_CONFIG) as f:
-        cfg = yaml.safe_load(f)
     # Same data and model (Trainer and Evaluator are cached): only the latency budget is impossible.
-    cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA, serving_max_latency_ms=0.001)
-    path = tmp_path / "strict.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = _config(env, tmp_path / "strict.yaml", serving_max_latency_ms=0.001)
     before = versions(env)
-    code, summary, stderr = retrain(env, "--span", "201612", config=str(path))
+    code, summary, stderr = retrain(env, "--span", "201612", config=path)
     assert code == 0, stderr[-3000:]
     assert summary["outcome"] == "failed_serving_check" and summary["blessed"] is True
     assert "exceeds the budget of 0.001 ms" in summary["serving_check"]["reasons"][0]
