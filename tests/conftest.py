@@ -3,6 +3,8 @@ entry point does."""
 
 import os
 
+import pytest
+
 from retrain import keras_env  # noqa: F401  (before anything imports TensorFlow)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -12,3 +14,38 @@ TAXI_DATA = os.path.join(REPO, "data", "taxi")
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 DIGITS_CONFIG = os.path.join(REPO, "pipelines", "digits", "config.yaml")
 DIGITS_DATA = os.path.join(REPO, "data", "digits")
+
+
+def run_retrain(*args: str, timeout: int = 900):
+    """`retrain <args>` in a subprocess: (exit code, JSON stdout or None, stderr)."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "retrain.cli", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+    out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
+    return proc.returncode, out, proc.stderr
+
+
+@pytest.fixture(scope="session")
+def digits_run(tmp_path_factory):
+    """One digits workdir shared by the digits e2e and governance tests, as a scheduled
+    job's store would be: three embedded spans, and the first run (backfill, train,
+    serving check, push) already done."""
+    import shutil
+
+    import yaml
+
+    from retrain import spans
+
+    root = tmp_path_factory.mktemp("digits")
+    for s in (201604, 201605, 201606):
+        shutil.copytree(spans.span_dir(DIGITS_DATA, s), spans.span_dir(str(root / "data"), s))
+    with open(DIGITS_CONFIG) as f:
+        cfg = yaml.safe_load(f)
+    cfg.update(data_root=str(root / "data"), schema_path=os.path.join(REPO, "schemas", "digits", "schema.pbtxt"))
+    (root / "digits.yaml").write_text(yaml.safe_dump(cfg))
+    env = {"root": root, "data": str(root / "data"), "work": str(root / "work"), "config": str(root / "digits.yaml")}
+    env["first"] = run_retrain("run", "--json", "--config", env["config"], "--workdir", env["work"], "--span", "201606")
+    return env

@@ -3,9 +3,6 @@ push as taxi, on the embedded 8x8 digits (encoded PNGs in tf.Examples)."""
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,26 +11,19 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from retrain import spans
-from tests.conftest import DIGITS_CONFIG, DIGITS_DATA
+from tests.conftest import DIGITS_DATA, run_retrain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 SPANS = (201604, 201605, 201606)
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    root = tmp_path_factory.mktemp("digits")
-    for s in SPANS:
-        shutil.copytree(spans.span_dir(DIGITS_DATA, s), spans.span_dir(str(root / "data"), s))
-    return {"data": str(root / "data"), "work": str(root / "work")}
+def env(digits_run):
+    return digits_run
 
 
 def retrain(env, *args):
-    cmd = [sys.executable, "-m", "retrain.cli", "run", "--json", "--config", DIGITS_CONFIG,
-           "--workdir", env["work"], "--data-root", env["data"], *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
-    return proc.returncode, summary, proc.stderr
+    return run_retrain("run", "--json", "--config", env["config"], "--workdir", env["work"], *args)
 
 
 def _examples(span: int):
@@ -45,7 +35,7 @@ def _examples(span: int):
 
 @pytest.fixture(scope="module")
 def first_run(env):
-    return retrain(env)
+    return env["first"]
 
 
 def test_trains_through_the_toolkit_is_blessed_and_pushed(first_run):
