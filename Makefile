@@ -2,6 +2,8 @@
 # a second `make venv` is a no-op check of two stamp files (about a second).
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
+# A recipe's pipeline fails if any command in it does (the test suites pipe through sed).
+.SHELLFLAGS := -o pipefail -c
 
 UV_VERSION := 0.13.9
 TOOLS := .tools
@@ -77,12 +79,14 @@ airflow-stop:
 	scripts/airflow.sh stop
 
 # The two suites run side by side: the Airflow one mostly waits on one task process at a
-# time, so together they take about the longer one's time instead of the sum.
+# time, so together they take about the longer one's time instead of the sum (30 -> 16 min).
+# Their lines are prefixed [tfx] / [airflow].
 test: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
-	$(MAKE) --no-print-directory -j2 --output-sync=line test-tfx test-airflow
+	$(MAKE) --no-print-directory -j2 test-tfx test-airflow
 
 test-tfx: venv /usr/bin/chromium
-	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[tfx] /'
+
 
 # Headless Chromium for the browser checks (Airflow UI, governance report): Debian's package; needs root, as CI has.
 /usr/bin/chromium:
@@ -90,7 +94,8 @@ test-tfx: venv /usr/bin/chromium
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 test-airflow: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
-	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags $(PYTEST_ARGS)
+	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[airflow] /'
+
 
 lock: | $(UV)
 	$(UV) pip compile --quiet --python-version 3.10 requirements/tfx.in -o requirements/tfx.lock
