@@ -343,6 +343,11 @@ def cmd_summary(args) -> int:
         info["metadata_path"], info["pipeline"], info["run_id"], info["span"],
         runs.collect_results(folder), info["backfilled_spans"],
     )
+    if info.get("pipeline_root"):
+        from governance import report as report_lib
+
+        html = os.path.join(report_lib.report_dir(info["pipeline_root"], info["run_id"]), "report.html")
+        summary["report"] = html if os.path.exists(html) else None
     _print_summary(summary, args.json)
     return _exit_code(summary)
 

@@ -82,8 +82,8 @@ test_dag() {  # DATE [options]: one DAG run through Airflow; progress per task, 
 demo() {
   local rc=0
   test_dag 2017-01-01 || rc=$?
-  local run_dir; run_dir="$(ls -td "$RETRAIN_WORKDIR"/runs/*/ 2>/dev/null | head -1)"
-  [ -n "$run_dir" ] || { echo "no run folder under $RETRAIN_WORKDIR/runs" >&2; return 1; }
+  local run_dir; run_dir="$(ls -td "$RETRAIN_WORKDIR"/runs/taxi/*/ 2>/dev/null | head -1)"
+  [ -n "$run_dir" ] || { echo "no run folder under $RETRAIN_WORKDIR/runs/taxi" >&2; return 1; }
   "$RETRAIN_TFX_PYTHON" -m retrain.cli summary --run-dir "$run_dir" || rc=$?
   return "$rc"
 }
