@@ -56,3 +56,21 @@ class TrainerSettings:
             raise ValueError("trainer.backup_every_steps must be >= 0 and log_every_steps >= 1")
         if self.profile_steps and (len(self.profile_steps) != 2 or self.profile_steps[0] > self.profile_steps[1]):
             raise ValueError(f"trainer.profile_steps: expected [first, last], got {list(self.profile_steps)}")
+
+
+def hparams_from_custom_config(cls, custom_config: Mapping[str, Any] | None, model: str):
+    """A model's frozen HParams dataclass from `custom_config["hparams"]`; lists become
+    tuples where the field's default is a tuple.
+
+    Raises:
+      ValueError: unknown keys, naming the model and the known ones.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    given = dict((custom_config or {}).get("hparams") or {})
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown {model} hparams: {unknown}; known: {sorted(fields)}")
+    for name, value in given.items():
+        if isinstance(fields[name].default, tuple) and isinstance(value, list):
+            given[name] = tuple(value)
+    return cls(**given)

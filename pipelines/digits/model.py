@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 
 from components.trainer import export, training
+from components.trainer.settings import hparams_from_custom_config
 from pipelines.digits import features
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
@@ -41,14 +42,7 @@ class HParams:
 
     @classmethod
     def from_custom_config(cls, custom_config: dict[str, Any] | None) -> "HParams":
-        known = {f.name for f in dataclasses.fields(cls)}
-        given = dict((custom_config or {}).get("hparams", {}))
-        unknown = set(given) - known
-        if unknown:
-            raise ValueError(f"unknown digits hparams: {sorted(unknown)}; known: {sorted(known)}")
-        if "widths" in given:
-            given["widths"] = tuple(given["widths"])
-        hparams = cls(**given)
+        hparams = hparams_from_custom_config(cls, custom_config, "digits")
         if hparams.architecture not in ARCHITECTURES:
             raise ValueError(f"digits hparams.architecture: {hparams.architecture!r} is not one of {ARCHITECTURES}")
         return hparams

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 
 from components.trainer import export, training
+from components.trainer.settings import hparams_from_custom_config
 from pipelines.taxi import features
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
@@ -33,14 +34,7 @@ class HParams:
 
     @classmethod
     def from_custom_config(cls, custom_config: dict[str, Any] | None) -> "HParams":
-        known = {f.name for f in dataclasses.fields(cls)}
-        given = dict((custom_config or {}).get("hparams", {}))
-        unknown = set(given) - known
-        if unknown:
-            raise ValueError(f"unknown taxi hparams: {sorted(unknown)}; known: {sorted(known)}")
-        if "hidden_units" in given:
-            given["hidden_units"] = tuple(given["hidden_units"])
-        return cls(**given)
+        return hparams_from_custom_config(cls, custom_config, "taxi")
 
 
 def _build_model(vocab_sizes: dict[str, int], hparams: HParams) -> tf.keras.Model:
