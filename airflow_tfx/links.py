@@ -26,11 +26,6 @@ def report_url(pipeline: str, run_id: str) -> str:
     return f"{base}{REPORTS_PREFIX}/{pipeline}/{safe_run_id(run_id)}/report.html"
 
 
-def index_url(pipeline: str) -> str:
-    base = os.environ.get(BASE_URL_ENV, "").rstrip("/")
-    return f"{base}{REPORTS_PREFIX}/{pipeline}/index.html"
-
-
 class GovernanceReportLink(BaseOperatorLink):
     """Opens the run's governance report (written by the `governance_report` task)."""
 

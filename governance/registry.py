@@ -11,7 +11,7 @@ from typing import Any
 
 from governance import lineage, report as report_lib
 from governance.lineage import props
-from serving import history, versions
+from serving import history, model_config, versions
 from serving.manager import discover
 
 _KEY_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy")
@@ -29,8 +29,6 @@ def candidates(store, pipeline: str, pipeline_root: str, serving_root: str, mode
     served_now = None
     if available:
         entry = versions.load_or_default(serving_root, model_name)
-        from serving import model_config
-
         served_now = versions.served_version(model_config.find(entry, model_name), available)
     rolled_back = {e.get("from_version") for e in history.read(base) if e.get("event") == "rollback"}
     rows = []

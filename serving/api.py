@@ -14,7 +14,8 @@ from tensorflow_serving.apis import (
 )
 
 from serving.errors import InvalidArgument
-from serving.manager import CLASSIFY, REGRESS, ModelManager, Servable
+from components.trainer.export import CLASSIFY, REGRESS
+from serving.manager import ModelManager, Servable
 
 
 def model_status(manager: ModelManager, name: str, version=None, label=None) -> get_model_status_pb2.GetModelStatusResponse:

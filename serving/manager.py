@@ -20,6 +20,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
+from components.trainer.export import CLASSIFY, REGRESS  # TF Serving's method names, defined once
 from serving import model_config
 from serving.batching import BatchOptions, Batcher
 from serving.errors import FailedPrecondition, InvalidArgument, NotFound, ServingError
@@ -28,9 +29,6 @@ from serving.metrics import Metrics
 _NUMERIC = re.compile(r"^\d+$")
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 DEFAULT_SIGNATURE = "serving_default"
-CLASSIFY = "tensorflow/serving/classify"
-REGRESS = "tensorflow/serving/regress"
-PREDICT = "tensorflow/serving/predict"
 
 
 def is_complete_saved_model(path: str) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 from typing import Any
 
 import numpy as np
@@ -170,6 +169,3 @@ def examples_from_json(examples: Any, context: Any = None) -> list[bytes]:
         out.append(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
     return out
 
-
-def finite_or_none(x: float) -> float | None:
-    return x if math.isfinite(x) else None

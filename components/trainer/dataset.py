@@ -9,7 +9,6 @@ the accelerator never waits on the CPU. Order is deterministic only when asked f
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Callable
 
 import tensorflow as tf
@@ -106,6 +105,3 @@ def make_dataset(
 def cache_used(files: list[str], options: InputOptions) -> bool:
     return bool(options.cache_max_bytes) and fits_in_memory(files, options.cache_max_bytes)
 
-
-def total_bytes(files: list[str]) -> int:
-    return sum(os.path.getsize(f) for f in files if os.path.exists(f))

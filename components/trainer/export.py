@@ -15,7 +15,6 @@ from tensorflow.python.saved_model import fingerprinting_utils  # no public writ
 
 CLASSIFY = "tensorflow/serving/classify"
 REGRESS = "tensorflow/serving/regress"
-PREDICT = "tensorflow/serving/predict"
 
 
 def set_signature_methods(saved_model_dir: str, methods: dict[str, str]) -> None:
