@@ -157,6 +157,8 @@ class TfxNodeOperator(TfxRuntimeOperator):
             raise AirflowException(f"node {self.tfx_node_id} ended (exit code {rc}) without a result")
         status = result["status"]
         if status == "failed":
+            # The cause as the task log's last line, not only the exit code.
+            self.log.error("%s failed: %s", self.tfx_node_id, result.get("error") or "no error message")
             raise self._failure(rc, lines + [result.get("error") or ""])
         if status == "skipped":
             raise AirflowSkipException(

@@ -37,6 +37,15 @@ def add_parsers(sub, default_config: str, add_run_dir_options) -> None:
     app.add_argument("--comment", default="")
     app.add_argument("--source", default="cli")
 
+    qua = sub.add_parser("quarantine", help="take a span out of training windows (recorded in ML Metadata), or --release it")
+    qua.add_argument("--pipeline", help="pipeline name: uses pipelines/<name>/config.yaml")
+    qua.add_argument("--config", help="pipeline config (instead of --pipeline)")
+    qua.add_argument("--workdir", default="work")
+    qua.add_argument("--span", required=True, help="YYYYMM")
+    qua.add_argument("--reason", required=True, help="why: what a reviewer reads later")
+    qua.add_argument("--by", help="who decides (default: the login name)")
+    qua.add_argument("--release", action="store_true", help="undo an earlier quarantine")
+
 
 def _config(path: str, workdir: str):
     from pipelines import config as config_lib
@@ -126,4 +135,34 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-COMMANDS = {"report": cmd_report, "models": cmd_models, "lineage": cmd_lineage, "approve": cmd_approve}
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    from governance import quarantine
+    from pipelines import config as config_lib
+    from retrain import spans
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not (args.config or args.pipeline):
+        sys.stderr.write("retrain quarantine: give --pipeline NAME or --config FILE\n")
+        return exit_codes.BAD_INPUT
+    path = args.config or os.path.join(repo, "pipelines", args.pipeline, "config.yaml")
+    try:
+        config = _config(path, args.workdir)
+        span = spans.parse_span(args.span)
+        action = quarantine.RELEASE if args.release else quarantine.QUARANTINE
+        decision = quarantine.record(config.metadata_path, config.pipeline_name, span, action, args.reason, args.by)
+    except (config_lib.ConfigError, spans.SpanError, ValueError) as e:
+        sys.stderr.write(f"retrain quarantine: {e}\n")
+        return exit_codes.BAD_INPUT
+    effect = ("left out of every training window and drift baseline from now on" if action == quarantine.QUARANTINE
+              else "back in training windows from the next run on")
+    sys.stdout.write(
+        f"span {span} of {config.pipeline_name}: {action} by {decision['decided_by']} at {decision['decided_at']}"
+        f" (MLMD execution {decision['id']}): {effect}\n"
+    )
+    return exit_codes.OK
+
+
+COMMANDS = {
+    "report": cmd_report, "models": cmd_models, "lineage": cmd_lineage, "approve": cmd_approve,
+    "quarantine": cmd_quarantine,
+}

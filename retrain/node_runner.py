@@ -22,7 +22,7 @@ from tfx.orchestration.portable import launcher, runtime_parameter_utils
 from tfx.orchestration.portable.mlmd import execution_lib
 from tfx.proto.orchestration import pipeline_pb2
 
-from components.data_gate import is_gate_stop
+from components.data_gate.component import is_gate_stop
 from retrain import keras_env
 
 _STATE = metadata_store_pb2.Execution.State
@@ -150,13 +150,33 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
         )
 
 
+_MAX_ERROR_CHARS = 1500
+
+
+def describe_error(error: BaseException) -> str:
+    """One readable message for a node's failure: the exception and its root cause.
+
+    Beam and TFX wrap the executor's own error (e.g. "Columns do not match specified csv
+    headers") in several layers; the innermost cause is what a person needs to read.
+    """
+    chain = [error]
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+        chain.append(nxt)
+    parts = []
+    for e in (chain[0], chain[-1]) if len(chain) > 1 else (chain[0],):
+        text = " ".join(str(e).split())
+        parts.append(f"{type(e).__name__}: {text}" if text else type(e).__name__)
+    message = parts[0] if len(parts) == 1 or parts[1] in parts[0] else f"{parts[0]} (caused by {parts[1]})"
+    return message if len(message) <= _MAX_ERROR_CHARS else message[: _MAX_ERROR_CHARS - 3] + "..."
+
+
 def failed_result(node_id: str, error: Exception, seconds: float) -> NodeResult:
     """The result of a node whose executor raised; tells a data-gate stop from a crash."""
     return NodeResult(
         node_id,
         "failed",
         seconds=seconds,
-        error=f"{type(error).__name__}: {error}",
+        error=describe_error(error),
         gate_stopped=is_gate_stop(error),
         gate_report=getattr(error, "report_path", None),
         approval_pending=type(error).__name__ == "ApprovalPending",

@@ -7,6 +7,7 @@ written when one fails.
 from __future__ import annotations
 
 import csv
+import io
 import os
 
 from google.protobuf import text_format
@@ -58,6 +59,59 @@ def check_header(span_folder: str, schema: schema_pb2.Schema) -> None:
             raise InputError(f"{path} does not match the schema: {'; '.join(parts)}")
 
 
+def check_csv_structure(path: str) -> int:
+    """Reads a whole CSV file the way CsvExampleGen will, failing on what would break it later.
+
+    Blank lines are skipped and quoted fields may span lines, as CsvExampleGen allows.
+    Returns the number of data rows.
+
+    Raises:
+      InputError: naming the file, the row (and line) and the problem: bytes that are not
+        UTF-8, a row with more or fewer fields than the header, a truncated last line.
+    """
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        bad = raw[e.start : e.end + 3]
+        raise InputError(
+            f"{path}, line {line} (byte {e.start}): not valid UTF-8 ({e.reason}: {bad!r});"
+            " re-export the file as UTF-8"
+        ) from e
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header = None
+    rows = 0
+    try:
+        for fields in reader:
+            if header is None:
+                header = fields
+                continue
+            if not fields:  # a blank line: CsvExampleGen skips it too
+                continue
+            rows += 1
+            if len(fields) != len(header):
+                last = reader.line_num == text.count("\n") + (0 if text.endswith("\n") else 1)
+                truncated = last and not text.endswith(("\n", "\r")) and len(fields) < len(header)
+                problem = (
+                    "the last line is cut short (truncated upload?)"
+                    if truncated
+                    else "more fields than the header" if len(fields) > len(header)
+                    else "fewer fields than the header"
+                )
+                raise InputError(
+                    f"{path}, row {rows} (line {reader.line_num}): {len(fields)} field(s) where the header has"
+                    f" {len(header)}: {problem}"
+                )
+    except csv.Error as e:
+        where = f"row {rows + 1} (line {reader.line_num})"
+        if "unexpected end of data" in str(e) or "EOF" in str(e):
+            raise InputError(f"{path}, {where}: a quoted field is never closed: the file is truncated") from e
+        raise InputError(f"{path}, {where}: not valid CSV: {e}") from e
+    return rows
+
+
 def check_example_features(span_folder: str, schema: schema_pb2.Schema) -> None:
     """The first tf.Example's features must be exactly the schema's.
 
@@ -79,6 +133,17 @@ def check_example_features(span_folder: str, schema: schema_pb2.Schema) -> None:
         raise InputError(f"tf.Examples in {span_folder} do not match the schema: {'; '.join(parts)}")
 
 
+def check_span_structure(folder: str) -> None:
+    """Every CSV file of a span folder reads whole (`check_csv_structure`).
+
+    Raises:
+      InputError: the first problem found.
+    """
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".csv"):
+            check_csv_structure(os.path.join(folder, name))
+
+
 def check_run_inputs(data_root: str, span: int | None, schema_path: str, example_format: str = "csv") -> int:
     """Validates data folder, span, data files and schema; returns the concrete span.
 
@@ -89,9 +154,18 @@ def check_run_inputs(data_root: str, span: int | None, schema_path: str, example
         resolved = spans.resolve_span(data_root, span, example_format)
     except spans.SpanError as e:
         raise InputError(str(e)) from e
-    folder = spans.span_dir(data_root, resolved)
+    check_span_files(spans.span_dir(data_root, resolved), schema_path, example_format)
+    return resolved
+
+
+def check_span_files(folder: str, schema_path: str, example_format: str = "csv") -> None:
+    """A span folder's files match the schema and read whole.
+
+    Raises:
+      InputError: the first problem found, naming the file (and row).
+    """
     if example_format == "csv":
         check_header(folder, load_schema(schema_path))
+        check_span_structure(folder)
     else:
         check_example_features(folder, load_schema(schema_path))
-    return resolved

@@ -42,6 +42,14 @@ def load_config(config_path: str, overrides: Mapping[str, Any], span: str | int 
         raise preflight.InputError(str(e)) from e
     config = config_lib.load(config_path, overrides)
     resolved = preflight.check_run_inputs(config.data_root, wanted, config.schema_path, config.example_format)
+    from governance import quarantine
+
+    held = quarantine.quarantined_spans(config.metadata_path, config.pipeline_name).get(resolved)
+    if held:
+        raise preflight.InputError(
+            f"span {resolved} is quarantined (by {held['decided_by']} at {held['decided_at']}: {held['reason']});"
+            f" release it first: retrain quarantine --pipeline {config.pipeline_name} --span {resolved} --release --reason ..."
+        )
     return config_lib.replace(config, span=resolved)
 
 
@@ -99,14 +107,25 @@ def backfill(
 
     if not config.backfill_window:
         return []
+    from governance import quarantine
+
     todo = spans_to_backfill(
         spans.list_spans(config.data_root),
-        ingested_spans(config.metadata_path, config.pipeline_name, config.example_gen_id),
+        # A quarantined span stays out: there is nothing to ingest it for.
+        ingested_spans(config.metadata_path, config.pipeline_name, config.example_gen_id)
+        | set(quarantine.quarantined_spans(config.metadata_path, config.pipeline_name)),
         config.span,
         config.window_spans,
     )
     passed = []
     for earlier in todo:
+        try:
+            spans.resolve_span(config.data_root, earlier, config.example_format)
+            preflight.check_span_files(spans.span_dir(config.data_root, earlier), config.schema_path,
+                                       config.example_format)
+        except (spans.SpanError, preflight.InputError) as e:
+            log(f"backfill: span {earlier} left out of the window: bad input: {e}")
+            continue
         log(f"backfill: ingesting span {earlier} (window/baseline of {config.span})")
         results = node_runner.run_pipeline(
             compile_for_span(config, earlier), node_runner.new_run_id(), on_start, on_end,

@@ -44,3 +44,98 @@ def infer_schema(data_root: str, span_numbers: list[int], out_path: str, force: 
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     tfdv.write_schema_text(schema, out_path)
     return out_path
+
+
+_POLICY_HEADER = """\
+# Data-gate policy of the {pipeline} pipeline, written by `retrain schema calibrate`
+# from the spans' own history; review the change, then commit it with
+# {table}.
+# - features.<name>.k: the limit of each measure is k / n_eff^p (p = 1 for jsd, 1/2
+#   otherwise), never below the floors in components/data_gate/policy.py; `observed` is
+#   the largest month-to-month (or split-half) value it came from, and where.
+# - opt_out: features whose drift is not watched, each with the reason a person gave;
+#   calibration keeps them. Completeness and the schema's checks still apply to them.
+# - volume: rows of a new span / rows of its baseline span must lie within the bounds.
+"""
+
+
+def calibrate_gate(
+    config,
+    span_numbers: list[int],
+    out_path: str,
+    margin: float | None = None,
+    workdir: str | None = None,
+    progress=lambda message: None,
+) -> dict:
+    """Measures the spans' month-to-month history and writes the gate policy and its evidence.
+
+    Spans quarantined in `workdir`'s ML Metadata are left out. The previous policy's
+    opt-outs are kept. Both files are written atomically.
+
+    Raises:
+      ValueError: fewer than two spans to compare, or a bad margin.
+    """
+    import csv as csv_lib
+
+    import yaml
+
+    from components.data_gate import calibration, policy as gate_policy
+    from pipelines import config as config_lib
+    from retrain import preflight
+
+    if workdir:
+        from governance import quarantine
+
+        metadata = os.path.join(os.path.abspath(workdir), "metadata", f"{config.pipeline_name}.sqlite")
+        skipped = quarantine.quarantined_spans(metadata, config.pipeline_name)
+        if skipped:
+            progress(f"leaving out quarantined span(s): {', '.join(map(str, sorted(skipped)))}")
+        span_numbers = [s for s in span_numbers if s not in skipped]
+    if len(span_numbers) < 2:
+        raise ValueError(f"calibration needs at least two spans, got {span_numbers}")
+    features = [f.name for f in preflight.load_schema(config.schema_path).feature]
+    previous = None
+    if os.path.exists(out_path):
+        try:
+            previous = gate_policy.load(out_path)
+        except gate_policy.PolicyError as e:
+            raise ValueError(f"the existing policy cannot be read (fix or remove it): {e}") from e
+    stats, halves = [], []
+    for i, span in enumerate(span_numbers, 1):
+        progress(f"[{i:>3}/{len(span_numbers)}] statistics of span {span}")
+        full, a, b = calibration.span_statistics(spans.span_dir(config.data_root, span), config.example_format, span)
+        stats.append((span, full))
+        halves.append((span, a, b))
+    history = calibration.measure_history(stats, features)
+    noise = calibration.measure_noise(halves, features)
+    policy = calibration.calibrate(
+        history, features, previous, margin=margin or calibration.DEFAULT_MARGIN, noise=noise
+    )
+    table_path = os.path.splitext(out_path)[0] + "_calibration.csv"
+    rows = calibration.pair_table(history + noise)
+    header = _POLICY_HEADER.format(pipeline=config.pipeline_name, table=os.path.basename(table_path))
+    _write_atomically(out_path, header + yaml.safe_dump(policy, sort_keys=False, width=100))
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    import io
+
+    buffer = io.StringIO()
+    writer = csv_lib.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    _write_atomically(table_path, buffer.getvalue())
+    try:
+        config_lib.load_gate_policy(config_lib.replace(config, gate_policy=os.path.abspath(out_path)))
+    except config_lib.ConfigError as e:  # what we wrote must load: a bug, not bad input
+        raise RuntimeError(f"the written policy does not load: {e}") from e
+    return {
+        "policy": out_path, "table": table_path, "pairs": len(history),
+        "features": len(policy["features"]), "opt_out": len(policy["opt_out"]),
+    }
+
+
+def _write_atomically(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

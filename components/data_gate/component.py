@@ -1,0 +1,307 @@
+"""DataGate: stops a run before Transform/Trainer when the new span is not fit to train on.
+
+It blocks on
+- the schema anomalies ExampleValidator found in the new span;
+- completeness: a feature's share of missing or empty values above the schema's limit
+  (1 - presence.min_fraction), or risen beyond the policy's limit over the baseline's;
+- volume: a row count outside the policy's bounds relative to the baseline span;
+- drift of every feature of the schema (unless the policy opts it out, with a reason):
+  numeric features by Jensen-Shannon divergence on TFDV's quantile histograms and by
+  quantile shift, categorical ones by L-infinity distance, each against the calibrated
+  limit k / sqrt(n_eff) (`policy.py`; a `drift_comparator` in the schema wins).
+The baseline is the last earlier span that passed the gate. `report.json` holds every
+measurement, its limit and where the limit came from, whether the gate passes or not; a
+failing gate then raises, which fails the node so nothing downstream runs and no report
+artifact is published. Published reports therefore mean "passed", and carry the span's
+statistics for the next span's checks.
+"""
+
+import json
+import logging
+import os
+
+import tensorflow_data_validation as tfdv
+from tensorflow_data_validation.utils import anomalies_util
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+# The modules behind tfx.v1.dsl.components and tfx.v1.types, imported directly: `tfx.v1`
+# also imports its Google Cloud extensions (7.6 s on this machine), which every node task
+# that loads this executor would pay.
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.artifact import Artifact
+from tfx.utils import io_utils
+
+from components.data_gate import measures, policy as gate_policy
+
+REPORT_FILE = "report.json"
+BASELINE_STATS_FILE = "FeatureStats.pb"
+STOPPED_DIR = "stopped"
+
+
+class DataGateReport(Artifact):
+    """The gate's decision and the evidence behind it."""
+
+    TYPE_NAME = "DataGateReport"
+
+
+def is_gate_stop(exc: BaseException | None) -> bool:
+    """True when a node failed because the gate refused the data (not a crash in the gate)."""
+    return isinstance(exc, DataGateError)
+
+
+class DataGateError(RuntimeError):
+    """The new span failed the data gate; the message names the features."""
+
+    def __init__(self, message: str, report_path: str, blocking_features: list[str]):
+        super().__init__(message)
+        self.report_path = report_path
+        self.blocking_features = blocking_features
+
+
+def _split_uri(artifact, split: str) -> str:
+    return artifact_utils.get_split_uri([artifact], split)
+
+
+def _anomaly_entries(anomalies: anomalies_pb2.Anomalies, split: str, kind: str) -> list[dict]:
+    entries = []
+    for feature, info in sorted(anomalies.anomaly_info.items()):
+        reasons = [
+            {"type": anomalies_pb2.AnomalyInfo.Type.Name(r.type), "description": r.description}
+            for r in info.reason
+        ]
+        entries.append({"feature": feature, "split": split, "kind": kind, "reasons": reasons})
+    if anomalies.HasField("dataset_anomaly_info"):
+        entries.append(
+            {
+                "feature": "<dataset>",
+                "split": split,
+                "kind": kind,
+                "reasons": [
+                    {"type": anomalies_pb2.AnomalyInfo.Type.Name(r.type), "description": r.description}
+                    for r in anomalies.dataset_anomaly_info.reason
+                ],
+            }
+        )
+    return entries
+
+
+def _schema_comparators(schema) -> dict[str, float]:
+    """Hand-set drift thresholds in the curated schema: they win over calibrated limits."""
+    out = {}
+    for f in schema.feature:
+        c = f.drift_comparator
+        if c.HasField("jensen_shannon_divergence"):
+            out[f.name] = c.jensen_shannon_divergence.threshold
+        elif c.HasField("infinity_norm"):
+            out[f.name] = c.infinity_norm.threshold
+    return out
+
+
+def _absolute_missing_limits(schema) -> dict[str, float]:
+    """The schema's completeness limit per feature: 1 - presence.min_fraction."""
+    return {
+        f.name: 1.0 - f.presence.min_fraction
+        for f in schema.feature
+        if f.HasField("presence") and f.presence.HasField("min_fraction")
+    }
+
+
+def _blocking(feature: str, kind: str, measure: str, description: str) -> dict:
+    return {"feature": feature, "split": "drift" if kind == "drift" else kind, "kind": kind,
+            "reasons": [{"type": measure, "description": description}]}
+
+
+def _drift_checks(measured: dict, policy: gate_policy.GatePolicy, overrides: dict, base_span) -> list[dict]:
+    """Every distance of every watched feature against its limit."""
+    checks = []
+    for feature, entry in sorted(measured.items()):
+        if feature in policy.opt_out:
+            continue
+        for measure in gate_policy.MEASURES:
+            if measure not in entry:
+                continue
+            k, source = policy.k(feature, measure)
+            limit = gate_policy.threshold(measure, k, entry["n_eff"])
+            if feature in overrides and measure in ("jsd", "linf"):
+                limit, source = overrides[feature], "schema"
+            value = entry[measure]
+            power = gate_policy.NOISE_POWER[measure]
+            checks.append({
+                "feature": feature, "measure": measure, "value": round(value, 6),
+                "threshold": round(limit, 6), "k": k, "n_eff": round(entry["n_eff"], 1),
+                "limit_source": source, "drifted": value > limit,
+                "description": (
+                    f"{feature}: {gate_policy.MEASURE_NAMES[measure]} {value:.4g} vs span {base_span}"
+                    f" {'exceeds' if value > limit else 'within'} the limit {limit:.4g}"
+                    + (f" (k {k:g} / n_eff {entry['n_eff']:.0f}^{power:g}, {source})" if source != "schema" else " (schema)")
+                ),
+            })
+    return checks
+
+
+def _completeness_checks(measured: dict, policy: gate_policy.GatePolicy, absolute: dict, base_span) -> list[dict]:
+    """Missing-or-empty share per feature: vs the schema's limit and vs the baseline span."""
+    checks = []
+    for feature, entry in sorted(measured.items()):
+        share = entry["missing_share"]
+        if feature in absolute:
+            limit = absolute[feature]
+            checks.append({
+                "feature": feature, "measure": "missing_share", "value": round(share, 6),
+                "threshold": round(limit, 6), "limit_source": "schema", "failed": share > limit + 1e-9,
+                "description": f"{feature}: {share:.1%} of examples missing or empty"
+                               f" {'exceeds' if share > limit + 1e-9 else 'within'} the schema's limit {limit:.1%}"
+                               " (1 - presence.min_fraction)",
+            })
+        if base_span is not None:
+            base = entry["baseline_missing_share"]
+            k, source = policy.k(feature, "missing")
+            allowed = gate_policy.threshold("missing", k, entry["rows_n_eff"])
+            rise = share - base
+            checks.append({
+                "feature": feature, "measure": "missing_increase", "value": round(rise, 6),
+                "threshold": round(allowed, 6), "k": k, "n_eff": round(entry["rows_n_eff"], 1),
+                "limit_source": source, "failed": rise > allowed,
+                "description": f"{feature}: missing or empty share {share:.1%} vs {base:.1%} in span {base_span}"
+                               f" (+{max(rise, 0):.1%}) {'exceeds' if rise > allowed else 'within'}"
+                               f" the limit +{allowed:.1%} (k {k:g} / n_eff {entry['rows_n_eff']:.0f}^0.5, {source})",
+            })
+    return checks
+
+
+def _volume_check(rows: int, base_rows: int, policy: gate_policy.GatePolicy, base_span) -> dict:
+    ratio = rows / max(base_rows, 1)
+    ok = policy.min_ratio <= ratio <= policy.max_ratio
+    return {
+        "feature": "<rows>", "measure": "row_ratio", "rows": rows, "baseline_rows": base_rows,
+        "value": round(ratio, 4), "min_ratio": policy.min_ratio, "max_ratio": policy.max_ratio, "failed": not ok,
+        "description": f"{rows} rows vs {base_rows} in span {base_span}: ratio {ratio:.3g}"
+                       f" {'within' if ok else 'outside'} [{policy.min_ratio:g}, {policy.max_ratio:g}]",
+    }
+
+
+def evaluate_gate(
+    statistics,
+    schema,
+    anomalies_by_split: dict[str, anomalies_pb2.Anomalies],
+    baseline_statistics,
+    policy: gate_policy.GatePolicy | None = None,
+    baseline_span: int | None = None,
+) -> dict:
+    """Pure decision: returns the report dict (no I/O).
+
+    Args:
+      statistics: DatasetFeatureStatisticsList of the new span (one split).
+      schema: the curated Schema proto.
+      anomalies_by_split: ExampleValidator's anomalies per split of the new span.
+      baseline_statistics: statistics of the baseline span (same split), or None.
+      policy: the calibrated limits (gate.yaml); None applies the strict defaults.
+      baseline_span: the baseline's span number, for the messages.
+    """
+    policy = policy or gate_policy.GatePolicy()
+    features = sorted(f.name for f in schema.feature)
+    blocking = []
+    for split, anomalies in sorted(anomalies_by_split.items()):
+        blocking += _anomaly_entries(anomalies, split, "schema")
+    has_base = baseline_statistics is not None
+    measured = measures.measure_pair(statistics, baseline_statistics if has_base else statistics, features)
+    if not has_base:
+        for entry in measured.values():
+            for m in gate_policy.MEASURES:
+                entry.pop(m, None)
+    drift = _drift_checks(measured, policy, _schema_comparators(schema), baseline_span) if has_base else []
+    completeness = _completeness_checks(
+        measured, policy, _absolute_missing_limits(schema), baseline_span if has_base else None
+    )
+    volume = None
+    if has_base:
+        volume = _volume_check(measures.num_examples(statistics), measures.num_examples(baseline_statistics),
+                               policy, baseline_span)
+        if volume["failed"]:
+            blocking.append(_blocking("<rows>", "volume", "ROW_COUNT", volume["description"]))
+    for c in completeness:
+        if c["failed"]:
+            blocking.append(_blocking(c["feature"], "completeness", c["measure"].upper(), c["description"]))
+    for d in drift:
+        if d["drifted"]:
+            blocking.append(_blocking(d["feature"], "drift", d["measure"].upper(), d["description"]))
+    return {
+        "passed": not blocking,
+        "blocking_features": sorted({e["feature"] for e in blocking}),
+        "anomalies": blocking,
+        "drift": drift,
+        "completeness": completeness,
+        "volume": volume,
+        "drift_checked": has_base,
+        "opt_out": dict(policy.opt_out),
+        "policy": "calibrated" if policy.calibration else "defaults",
+        "calibration": dict(policy.calibration),
+        "rows": measures.num_examples(statistics),
+    }
+
+
+@component
+def DataGate(
+    examples: InputArtifact[standard_artifacts.Examples],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    schema: InputArtifact[standard_artifacts.Schema],
+    anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
+    report: OutputArtifact[DataGateReport],
+    # The report of the last earlier span that passed the gate; None on the first span.
+    baseline: InputArtifact[DataGateReport] = None,
+    drift_split: Parameter[str] = "train",
+    # The calibrated limits (gate.yaml) as JSON: an execution property, so a changed
+    # policy re-runs the gate instead of reusing a cached verdict.
+    policy: Parameter[str] = "",
+) -> None:
+    """Passes the new span on, or fails the run naming the features that stopped it."""
+    schema_proto = tfdv.load_schema_text(io_utils.get_only_uri_in_dir(schema.uri))
+    current = tfdv.load_stats_binary(os.path.join(_split_uri(statistics, drift_split), "FeatureStats.pb"))
+    baseline_stats = None
+    if baseline is not None:
+        baseline_stats = tfdv.load_stats_binary(os.path.join(baseline.uri, BASELINE_STATS_FILE))
+    by_split = {}
+    for split in artifact_utils.decode_split_names(anomalies.split_names):
+        path = os.path.join(_split_uri(anomalies, split), "SchemaDiff.pb")
+        by_split[split] = anomalies_util.load_anomalies_binary(path) if os.path.exists(path) else anomalies_pb2.Anomalies()
+    span = examples.get_int_custom_property("span")
+    baseline_span = baseline.get_int_custom_property("span") if baseline else None
+    limits = gate_policy.from_dict(json.loads(policy)) if policy else None
+    result = evaluate_gate(current, schema_proto, by_split, baseline_stats, limits, baseline_span)
+    result["span"] = span
+    result["baseline_span"] = baseline_span
+    result["drift_split"] = drift_split
+    if result["passed"]:
+        folder = report.uri
+    else:
+        # TFX removes a failed execution's output folders, so a stopped span's report goes
+        # beside them: <pipeline_root>/DataGate/stopped/span-<span>-<execution>/.
+        folder = os.path.join(
+            os.path.dirname(os.path.dirname(report.uri)),
+            STOPPED_DIR,
+            f"span-{span}-{os.path.basename(report.uri)}",
+        )
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, REPORT_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+    # Kept with the report: the next span's drift baseline, if this span passes.
+    with open(os.path.join(folder, BASELINE_STATS_FILE), "wb") as f:
+        f.write(current.SerializeToString())
+    report.set_int_custom_property("passed", int(result["passed"]))
+    report.set_string_custom_property("blocking_features", ",".join(result["blocking_features"]))
+    report.set_int_custom_property("span", span)
+    logging.info("Data gate report: %s", path)
+    if not result["passed"]:
+        details = "; ".join(
+            r["description"] if e["kind"] != "schema"
+            else f"{e['feature']} (schema, {e['split']}: {r['description'] or r['type']})"
+            for e in result["anomalies"]
+            for r in e["reasons"]
+        )
+        raise DataGateError(
+            f"span {span} stopped by the data gate: {details}. Report: {path}",
+            report_path=path,
+            blocking_features=result["blocking_features"],
+        )

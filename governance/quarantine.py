@@ -1,0 +1,99 @@
+"""Span quarantine: a span found bad after it passed the gate is taken out of training.
+
+Each decision (quarantine or release) is an MLMD execution of type `SpanQuarantine`
+with the pipeline, span, action, who, when and why, so the record sits beside the
+lineage it changes and is never edited, only superseded by a later decision. The span
+window and drift-baseline resolvers (`components.span_window`) skip a span whose latest
+decision is "quarantine"; `retrain spans`, `retrain run` and the governance report show it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import os
+
+from ml_metadata.proto import metadata_store_pb2
+
+EXECUTION_TYPE = "SpanQuarantine"
+QUARANTINE, RELEASE = "quarantine", "release"
+_FIELDS = ("pipeline", "span", "action", "decided_by", "decided_at", "reason")
+
+
+def _value(execution, key: str):
+    value = execution.custom_properties[key]
+    return getattr(value, value.WhichOneof("value"))
+
+
+def decisions(store, pipeline: str) -> list[dict]:
+    """Every decision of a pipeline, oldest first."""
+    out = []
+    for e in sorted(store.get_executions_by_type(EXECUTION_TYPE), key=lambda x: x.id):
+        if all(k in e.custom_properties for k in _FIELDS) and _value(e, "pipeline") == pipeline:
+            out.append({"id": e.id, **{k: _value(e, k) for k in _FIELDS}})
+    return out
+
+
+def current(store, pipeline: str) -> dict[int, dict]:
+    """span -> its latest decision, for spans whose latest decision is "quarantine"."""
+    latest: dict[int, dict] = {}
+    for d in decisions(store, pipeline):
+        latest[int(d["span"])] = d
+    return {span: d for span, d in latest.items() if d["action"] == QUARANTINE}
+
+
+def quarantined_spans(metadata_path: str, pipeline: str) -> dict[int, dict]:
+    """The quarantined spans of a SQLite MLMD file (none if the file does not exist)."""
+    if not os.path.exists(metadata_path):
+        return {}
+    return current(_store(metadata_path, readonly=True), pipeline)
+
+
+def record(metadata_path: str, pipeline: str, span: int, action: str, reason: str, by: str | None = None) -> dict:
+    """Records a decision and returns it.
+
+    Raises:
+      ValueError: an unknown action, an empty reason, quarantining a span already in
+        quarantine, or releasing one that is not.
+    """
+    if action not in (QUARANTINE, RELEASE):
+        raise ValueError(f"action must be {QUARANTINE!r} or {RELEASE!r}, got {action!r}")
+    if not reason.strip():
+        raise ValueError("a reason is required: it is what a reviewer reads later")
+    os.makedirs(os.path.dirname(os.path.abspath(metadata_path)), exist_ok=True)
+    store = _store(metadata_path, readonly=False)
+    active = current(store, pipeline)
+    if action == QUARANTINE and span in active:
+        d = active[span]
+        raise ValueError(f"span {span} is already quarantined (by {d['decided_by']} at {d['decided_at']}: {d['reason']})")
+    if action == RELEASE and span not in active:
+        raise ValueError(f"span {span} of pipeline {pipeline} is not quarantined")
+    type_id = store.put_execution_type(metadata_store_pb2.ExecutionType(name=EXECUTION_TYPE))
+    execution = metadata_store_pb2.Execution(type_id=type_id)
+    execution.last_known_state = metadata_store_pb2.Execution.COMPLETE
+    values = {
+        "pipeline": pipeline, "span": int(span), "action": action,
+        "decided_by": by or getpass.getuser(),
+        "decided_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "reason": reason.strip(),
+    }
+    for key, value in values.items():
+        if isinstance(value, int):
+            execution.custom_properties[key].int_value = value
+        else:
+            execution.custom_properties[key].string_value = value
+    [execution_id] = store.put_executions([execution])
+    return {"id": execution_id, **values}
+
+
+def _store(metadata_path: str, readonly: bool):
+    from ml_metadata import metadata_store
+
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = metadata_path
+    config.sqlite.connection_mode = (
+        metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+        if readonly
+        else metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
+    )
+    return metadata_store.MetadataStore(config)

@@ -1,0 +1,104 @@
+"""The data gate's decision with the shipped taxi policy on real months and on corrupted ones.
+
+Statistics are TFDV's, computed with the pipeline's options from the embedded CSVs (the
+same type inference as CsvExampleGen); each corrupted span is compared with the real
+month before it, as the gate compares a new span with the last span that passed.
+"""
+
+import os
+
+import pytest
+import tensorflow_data_validation as tfdv
+
+from components.data_gate import measures
+from components.data_gate.component import evaluate_gate
+from pipelines import config as config_lib
+from retrain import preflight, spans
+from tests import corpus
+from tests.conftest import TAXI_CONFIG, TAXI_DATA
+
+# A large month (400 rows); corruptions are compared with the month before it.
+SOURCE, BASELINE = 201505, 201504
+
+
+@pytest.fixture(scope="module")
+def config():
+    return config_lib.load(TAXI_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def policy(config):
+    return config_lib.load_gate_policy(config)
+
+
+@pytest.fixture(scope="module")
+def schema(config):
+    return preflight.load_schema(config.schema_path)
+
+
+def _stats(folder: str):
+    return tfdv.generate_statistics_from_csv(os.path.join(folder, "*.csv"), stats_options=measures.stats_options())
+
+
+@pytest.fixture(scope="module")
+def month_stats():
+    return {s: _stats(spans.span_dir(TAXI_DATA, s)) for s in spans.list_spans(TAXI_DATA)[-25:]}
+
+
+def test_good_months_are_not_stopped(month_stats, schema, policy):
+    """24 consecutive real months (2015-01..2016-12), each against the month before."""
+    months = sorted(month_stats)
+    assert len(months) == 25
+    for base, span in zip(months, months[1:]):
+        result = evaluate_gate(month_stats[span], schema, {}, month_stats[base], policy, base)
+        assert result["passed"], (span, [a["reasons"][0]["description"] for a in result["anomalies"]])
+        watched = {d["feature"] for d in result["drift"]}
+        assert "trip_miles" in watched and "company" in watched and "tips" in watched
+        assert not watched & set(policy.opt_out)
+
+
+DATA_CORRUPTIONS = [c for c in corpus.CORRUPTIONS if c.kind != "structure" and c.name != "trip_miles_in_km"]
+
+
+@pytest.mark.parametrize("corruption", DATA_CORRUPTIONS, ids=[c.name for c in DATA_CORRUPTIONS])
+def test_corrupted_month_is_stopped_naming_feature_and_value(corruption, tmp_path, month_stats, schema, policy):
+    corpus.write_corrupted(TAXI_DATA, SOURCE, corruption, str(tmp_path), SOURCE)
+    stats = _stats(spans.span_dir(str(tmp_path), SOURCE))
+    baseline = month_stats.get(BASELINE) or _stats(spans.span_dir(TAXI_DATA, BASELINE))
+    result = evaluate_gate(stats, schema, {}, baseline, policy, BASELINE)
+    assert not result["passed"]
+    assert corruption.feature in result["blocking_features"]
+    blocking = [a for a in result["anomalies"] if a["feature"] == corruption.feature]
+    description = blocking[0]["reasons"][0]["description"]
+    # The message names the feature and the measured value against its limit.
+    assert description.startswith(corruption.feature if corruption.feature != "<rows>" else "")
+    assert any(ch.isdigit() for ch in description) and ("limit" in description or "outside" in description)
+
+
+def test_unit_change_is_caught_on_a_large_month_and_its_value_is_the_factor(tmp_path, month_stats, schema, policy):
+    corpus.write_corrupted(TAXI_DATA, SOURCE, corpus.BY_NAME["trip_miles_in_km"], str(tmp_path), SOURCE)
+    baseline = month_stats.get(BASELINE) or _stats(spans.span_dir(TAXI_DATA, BASELINE))
+    result = evaluate_gate(_stats(spans.span_dir(str(tmp_path), SOURCE)), schema, {}, baseline, policy, BASELINE)
+    scale = next(d for d in result["drift"] if d["feature"] == "trip_miles" and d["measure"] == "scale")
+    assert scale["drifted"] and scale["value"] > 0.3  # log(1.609) = 0.48, less the months' own difference
+
+
+@pytest.mark.parametrize("name", ["truncated_last_line", "ragged_row", "non_utf8_bytes"])
+def test_structural_errors_are_bad_input_with_file_and_row(name, tmp_path):
+    path = corpus.write_corrupted(TAXI_DATA, 201612, corpus.BY_NAME[name], str(tmp_path), 201612)
+    with pytest.raises(preflight.InputError) as e:
+        preflight.check_csv_structure(path)
+    message = str(e.value)
+    assert message.startswith(path)
+    assert {"truncated_last_line": "row 72 (line 73)", "ragged_row": "more fields than the header",
+            "non_utf8_bytes": "not valid UTF-8"}[name] in message
+    assert "line" in message
+
+
+def test_first_span_has_no_baseline_but_completeness_still_applies(month_stats, schema, policy, tmp_path):
+    corpus.write_corrupted(TAXI_DATA, SOURCE, corpus.BY_NAME["fare_mostly_empty"], str(tmp_path), SOURCE)
+    result = evaluate_gate(_stats(spans.span_dir(str(tmp_path), SOURCE)), schema, {}, None, policy)
+    assert not result["drift_checked"] and result["drift"] == [] and result["volume"] is None
+    assert result["blocking_features"] == ["fare"]
+    [check] = [c for c in result["completeness"] if c["feature"] == "fare" and c["failed"]]
+    assert check["measure"] == "missing_share" and check["value"] == pytest.approx(0.8, abs=0.08)
