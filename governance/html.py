@@ -19,6 +19,10 @@ th{background:#f3f5f9} .ok{color:#137333;font-weight:600} .bad{color:#b3261e;fon
 _BLUE, _GREY = "#2f6fdb", "#b4bcc8"
 
 
+def _fmt(value) -> str:
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
@@ -153,12 +157,31 @@ def render(r: dict) -> str:
                 for a in gate["anomalies"]) + "</table>")
         else:
             out.append("<p>No schema anomalies.</p>")
-        if gate.get("drift"):
-            out.append(f"<p>Drift vs span {_e(gate.get('baseline_span'))}:</p><table><tr><th>feature</th><th>measure</th><th>value</th><th>threshold</th><th>result</th></tr>" + "".join(
-                f"<tr><td>{_e(d['feature'])}</td><td>{_e(d.get('measure'))}</td><td>{d['value']:.4f}</td><td>{_e(d['threshold'])}</td><td>{_yes_no(not d['drifted'], 'within', 'DRIFTED')}</td></tr>"
-                for d in gate["drift"]) + "</table>")
-        else:
+        volume = gate.get("volume")
+        if volume:
+            out.append(f"<p>Volume: {_e(volume['description'])}: {_yes_no(not volume['failed'], 'within', 'OUTSIDE')}</p>")
+        checks = [("drift", d, not d["drifted"]) for d in gate.get("drift") or []]
+        checks += [("completeness", c, not c["failed"]) for c in gate.get("completeness") or []]
+        if checks:
+            limits = gate.get("calibration") or {}
+            out.append(
+                f"<p>Every check vs span {_e(gate.get('baseline_span'))}, limits from "
+                f"{_e('calibration of spans ' + str(limits.get('spans')) + ' (' + str(limits.get('rule')) + ')' if limits else 'the strict defaults')}:</p>"
+                "<table><tr><th>feature</th><th>check</th><th>measure</th><th>value</th><th>limit</th><th>limit from</th><th>result</th></tr>" + "".join(
+                    f"<tr><td>{_e(c['feature'])}</td><td>{_e(kind)}</td><td>{_e(c.get('measure'))}</td><td>{c['value']:.4g}</td>"
+                    f"<td>{c['threshold']:.4g}</td><td>{_e(c.get('limit_source'))}"
+                    f"{_e(' k=' + format(c['k'], 'g') + ', n_eff=' + format(c['n_eff'], 'g')) if 'k' in c else ''}</td>"
+                    f"<td>{_yes_no(ok, 'within', 'EXCEEDED')}</td></tr>"
+                    for kind, c, ok in checks) + "</table>")
+        elif not gate.get("drift_checked"):
             out.append('<p class="muted">Drift not checked (no earlier span passed the gate).</p>')
+        if gate.get("opt_out"):
+            out.append("<p>Not watched for drift (opted out in the gate policy):</p><table><tr><th>feature</th><th>reason</th></tr>" + "".join(
+                f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in sorted(gate["opt_out"].items())) + "</table>")
+    if r.get("quarantine"):
+        out.append("<h2>Quarantined spans</h2><table><tr><th>span</th><th>decision</th><th>by</th><th>at</th><th>reason</th></tr>" + "".join(
+            f"<tr><td>{_e(d['span'])}</td><td>{_e(d['action'])}</td><td>{_e(d['decided_by'])}</td><td>{_e(d['decided_at'])}</td><td>{_e(d['reason'])}</td></tr>"
+            for d in r["quarantine"]) + "</table>")
     if data.get("features"):
         base = {f["name"]: f for f in data.get("baseline_features") or []}
         charts = [_distribution(f, base.get(f["name"]), data.get("span"), data.get("baseline_span")) for f in data["features"]]
@@ -182,7 +205,19 @@ def render(r: dict) -> str:
                 f"<tr><td>{_e(t['metric'])}</td><td>{_e(t['slice'])}</td><td>{_e(t.get('value_threshold'))}</td><td>{_e(t.get('change_threshold'))}</td><td>{_yes_no(t['passed'], 'passed', 'FAILED')}</td></tr>"
                 for t in ev["thresholds"]) + "</table>")
         for f in ev.get("failures") or []:
-            out.append(f'<p class="bad">failed: {_e(f["metric"])} on {_e(f["slice"])} = {_e(f["value"])} ({_e(f["threshold"])})</p>')
+            out.append(f'<p class="bad">TFMA threshold failed: {_e(f["metric"])} on {_e(f["slice"])} = {_e(f["value"])} ({_e(f["threshold"])})</p>')
+        verdict = ev.get("significance")
+        if verdict:
+            out.append(
+                f"<p>Verdict on {_e(verdict.get('example_count'))} eval examples (minimum {_e(verdict.get('min_eval_examples'))}),"
+                f" significance level {_e(verdict.get('significance_level'))}: {_yes_no(verdict.get('blessed'), 'blessed', 'NOT blessed')}"
+                f"{_e(': ' + '; '.join(verdict['reasons'])) if verdict.get('reasons') else ''}</p>")
+            if verdict.get("comparisons"):
+                out.append("<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>difference</th><th>interval</th><th>tolerated drop</th><th>verdict</th></tr>" + "".join(
+                    f"<tr><td>{_e(c['metric'])}</td><td>{_e(_fmt(c.get('candidate')))}</td><td>{_e(_fmt(c.get('baseline')))}</td><td>{_e(_fmt(c.get('difference')))}</td>"
+                    f"<td>{_e('[' + ', '.join(_fmt(x) for x in c['interval']) + '] at ' + format(c['confidence'], '.0%') + ' one-sided') if c.get('interval') else 'none'}</td>"
+                    f"<td>{_e(_fmt(c.get('tolerance')))}</td><td>{_e(c['verdict'])}</td></tr>"
+                    for c in verdict["comparisons"]) + "</table>")
         primary = next((m for m in ("auc", "sparse_categorical_accuracy", "binary_accuracy") if m in ev["overall"]), None)
         if primary and ev.get("slices"):
             labels = list(ev["slices"])

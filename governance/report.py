@@ -150,8 +150,32 @@ def _evaluation(evaluation_uri: str, eval_config_json: str | None) -> dict:
         "validation_ok": validation.validation_ok,
         "failures": failures,
         "thresholds": thresholds,
+        "significance": read_significance(evaluation_uri),
         "path": evaluation_uri,
     }
+
+
+def read_significance(evaluation_uri: str) -> dict | None:
+    """The Evaluator's verdict (`components/evaluator`): intervals, verdicts, reasons."""
+    from components.evaluator.significance import VERDICT_FILE
+
+    path = os.path.join(evaluation_uri, VERDICT_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _quarantine(store, pipeline: str, span, gate: dict | None) -> list[dict]:
+    """Quarantine decisions (`retrain quarantine`) on this span and on the spans it was
+    compared with or may train on: the last 24 months up to it."""
+    from governance import quarantine
+    from retrain import spans as span_lib
+
+    if span is None:
+        return []
+    first = span_lib.shift_span(int(span), -24)
+    return [d for d in quarantine.decisions(store, pipeline) if first <= int(d["span"]) <= int(span)]
 
 
 def build(store, pipeline: str, pipeline_root: str, run_id: str) -> dict:
@@ -209,6 +233,8 @@ def build(store, pipeline: str, pipeline_root: str, run_id: str) -> dict:
                 base = _read_stats_file(os.path.join(baseline.uri, "FeatureStats.pb"))
                 r["data"]["baseline_span"] = props(baseline).get("span")
                 r["data"]["baseline_features"] = feature_summary(base) if base else []
+
+    r["quarantine"] = _quarantine(store, pipeline, r["data"].get("span"), r["data_gate"])
 
     transform = nodes.get("Transform")
     if transform:
@@ -284,6 +310,9 @@ def _why_not_pushed(r: dict, nodes: dict) -> str:
     if failed:
         return f"node {failed[0]} did not finish ({nodes[failed[0]].state})"
     if r.get("blessed") is False:
+        verdict = (r.get("evaluation") or {}).get("significance") or {}
+        if verdict.get("reasons"):
+            return "not blessed by the Evaluator: " + "; ".join(verdict["reasons"])
         fails = (r.get("evaluation") or {}).get("failures") or []
         return "not blessed by the Evaluator" + (": " + "; ".join(f"{f['metric']} on {f['slice']} = {f['value']}" for f in fails) if fails else "")
     if r.get("serving_check") and not r["serving_check"].get("passed"):

@@ -17,6 +17,7 @@ import yaml
 from components.trainer.settings import TrainerSettings
 
 BeamMode = Literal["in_memory", "multi_processing"]
+ConfidenceMethod = Literal["jackknife", "bootstrap"]
 ExampleFormat = Literal["csv", "tfrecord"]
 Task = Literal["binary_classification", "multiclass_classification"]
 # The ExampleGen (and so its node id) that ingests each format.
@@ -57,12 +58,23 @@ class PipelineConfig:
     # input pipeline, backup, warm start, profiling. Empty = choose for the hardware.
     trainer: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     slice_features: tuple[str, ...] = ()
+    # The data gate's calibrated limits (`retrain schema calibrate` writes it; beside the
+    # schema). None: the gate's strict defaults, labelled as such in every report.
+    gate_policy: str | None = None
     # Evaluator thresholds: absolute floors, and the largest drop tolerated vs the baseline.
     min_auc: float = 0.7
     min_accuracy: float = 0.6
     max_auc_decrease: float = 0.02
     # Multiclass: the largest accuracy drop tolerated vs the baseline.
     max_accuracy_decrease: float = 0.02
+    # A candidate is refused on a drop vs the baseline only when the drop beyond the
+    # tolerance is significant: the one-sided (1 - significance_level) upper confidence
+    # bound of (candidate - baseline) lies below -max_*_decrease. TFMA computes the
+    # intervals (jackknife or Poisson bootstrap) on the same eval examples for both models.
+    significance_level: float = 0.05
+    confidence_method: ConfidenceMethod = "jackknife"
+    # Fewer eval examples than this: the candidate is not judged (and not blessed).
+    min_eval_examples: int = 50
     # Pre-push serving check (ServingCheck): requests sent, p99 latency budget.
     enable_serving_check: bool = True
     serving_check_requests: int = 20
@@ -113,7 +125,7 @@ class PipelineConfig:
 
 
 # Relative to the config file. `workdir` stays relative to where the command runs.
-_PATH_FIELDS = ("data_root", "schema_path")
+_PATH_FIELDS = ("data_root", "schema_path", "gate_policy")
 
 
 def _check_type(name: str, value: Any, hint: Any) -> Any:
@@ -169,7 +181,7 @@ def from_dict(values: Mapping[str, Any], base_dir: str = ".") -> PipelineConfig:
         raise ConfigError(f"missing config field(s): {', '.join(missing)}")
     checked = {n: _check_type(n, v, hints[n]) for n, v in values.items()}
     for name in _PATH_FIELDS:
-        if name in checked and not os.path.isabs(checked[name]):
+        if checked.get(name) is not None and not os.path.isabs(checked[name]):
             checked[name] = os.path.normpath(os.path.join(base_dir, checked[name]))
     config = PipelineConfig(**checked)
     validate(config)
@@ -191,6 +203,10 @@ def validate(config: PipelineConfig) -> None:
     for name in ("max_auc_decrease", "max_accuracy_decrease"):
         if getattr(config, name) < 0:
             raise ConfigError(f"{name}: must be >= 0, got {getattr(config, name)}")
+    if not 0.0 < config.significance_level < 0.5:
+        raise ConfigError(f"significance_level: must be within (0, 0.5), got {config.significance_level}")
+    if config.min_eval_examples < 1:
+        raise ConfigError(f"min_eval_examples: must be at least 1, got {config.min_eval_examples}")
     if config.beam_workers < 0:
         raise ConfigError(f"beam_workers: must be >= 0, got {config.beam_workers}")
     try:
@@ -200,6 +216,38 @@ def validate(config: PipelineConfig) -> None:
     for name in ("preprocessing_fn", "run_fn"):
         if "." not in getattr(config, name):
             raise ConfigError(f"{name}: expected a dotted path module.function")
+    load_gate_policy(config)
+
+
+def load_gate_policy(config: PipelineConfig):
+    """The data gate's policy (calibrated limits and opt-outs), checked against the schema.
+
+    Raises:
+      ConfigError: naming the policy file and the field.
+    """
+    from components.data_gate import policy as gate_policy
+
+    if config.gate_policy is None:
+        return gate_policy.GatePolicy()
+    try:
+        policy = gate_policy.load(config.gate_policy)
+        gate_policy.check_features(policy, _schema_features(config.schema_path))
+    except gate_policy.PolicyError as e:
+        raise ConfigError(f"gate_policy: {e}") from e
+    return policy
+
+
+def _schema_features(schema_path: str) -> list[str]:
+    """Feature names of the curated schema (tensorflow_metadata's proto: no TensorFlow)."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    try:
+        with open(schema_path, encoding="utf-8") as f:
+            schema = text_format.Parse(f.read(), schema_pb2.Schema())
+    except (OSError, text_format.ParseError) as e:
+        raise ConfigError(f"schema_path: cannot read {schema_path}: {e}") from e
+    return [f.name for f in schema.feature]
 
 
 def load(path: str, overrides: Mapping[str, Any] | None = None) -> PipelineConfig:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import json
 
 import tensorflow_model_analysis as tfma
+from google.protobuf import wrappers_pb2
 from tfx import v1 as tfx
 
 from components.trainer.component import Trainer
 
 from components.approval_gate import ApprovalGate
 from components.atomic_pusher.component import AtomicPusher
-from components.data_gate import DataGate, DataGateReport
+from components.data_gate import measures as gate_measures
+from components.data_gate.component import DataGate, DataGateReport
+from components.evaluator.component import Evaluator
 from components.serving_check import ServingCheck
 from components.span_window import SpanWindowStrategy
+from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
 from retrain import spans
 
@@ -70,9 +75,20 @@ def _metrics(config: PipelineConfig) -> list[tfma.MetricConfig]:
     ]
 
 
+_CI_METHODS = {
+    "jackknife": tfma.ConfidenceIntervalOptions.JACKKNIFE,
+    "bootstrap": tfma.ConfidenceIntervalOptions.POISSON_BOOTSTRAP,
+}
+
+
 def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
-    """The task's metrics, overall and per slice, with value and change-vs-baseline thresholds."""
+    """The task's metrics, overall and per slice, with value and change-vs-baseline
+    thresholds, and confidence intervals (the Evaluator judges a drop by its significance)."""
     return tfma.EvalConfig(
+        options=tfma.Options(
+            compute_confidence_intervals=wrappers_pb2.BoolValue(value=True),
+            confidence_intervals=tfma.ConfidenceIntervalOptions(method=_CI_METHODS[config.confidence_method]),
+        ),
         model_specs=[
             tfma.ModelSpec(
                 signature_name="serving_default",
@@ -137,8 +153,11 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         ),
     )
 
-    # Statistics of the new span: input to validation, drift checks and reports.
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    # Statistics of the new span: input to validation, the gate's checks and reports; with
+    # percentiles, which the gate's scale and distribution measures read.
+    statistics_gen = tfx.components.StatisticsGen(
+        examples=example_gen.outputs["examples"], stats_options=gate_measures.stats_options()
+    )
 
     # The curated schema is imported, never re-inferred (`retrain schema infer` bootstraps it).
     schema_importer = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
@@ -156,19 +175,22 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             "start_span": spans.shift_span(span, -_BASELINE_LOOKBACK_MONTHS),
             "end_span": spans.shift_span(span, -1),
             "max_spans": 1,
+            "pipeline_name": config.pipeline_name,
         },
         report=tfx.dsl.Channel(
             type=DataGateReport, producer_component_id="DataGate", output_key="report"
         ),
     ).with_id("baseline_resolver")
 
-    # Stops the run before Transform/Trainer on anomalies or drift beyond the schema's thresholds.
+    # Stops the run before Transform/Trainer on schema anomalies, incompleteness, a volume
+    # change, or drift of any watched feature beyond its calibrated limit (gate.yaml).
     data_gate = DataGate(
         examples=example_gen.outputs["examples"],
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_importer.outputs["schema"],
         anomalies=example_validator.outputs["anomalies"],
         baseline=baseline_resolver.outputs["report"],
+        policy=json.dumps(config_lib.load_gate_policy(config).to_json_dict(), sort_keys=True),
     )
 
     # The training window: the newest ingestion of each span of the last `window_spans`
@@ -176,7 +198,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     first, last = spans.window(span, config.window_spans)
     window_resolver = tfx.dsl.Resolver(
         strategy_class=SpanWindowStrategy,
-        config={"start_span": first, "end_span": last, "require_key": "reports"},
+        config={"start_span": first, "end_span": last, "require_key": "reports", "pipeline_name": config.pipeline_name},
         examples=tfx.dsl.Channel(
             type=tfx.types.standard_artifacts.Examples,
             producer_component_id=example_gen.id,
@@ -225,12 +247,15 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     )
 
     # Candidate vs baseline on the eval splits of the window (the new span included): records
-    # hash to the same split in every run, so neither model has trained on them.
-    evaluator = tfx.components.Evaluator(
+    # hash to the same split in every run, so neither model has trained on them, and both
+    # are scored on the same examples. A drop vs the baseline refuses only when significant.
+    evaluator = Evaluator(
         examples=window_resolver.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"],
         eval_config=_eval_config(config),
+        significance_level=config.significance_level,
+        min_eval_examples=config.min_eval_examples,
     )
 
     # Only a blessed model goes on: otherwise both nodes below are skipped, not run.

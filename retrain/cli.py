@@ -6,7 +6,9 @@
     retrain node run --run-dir DIR --node NODE_ID       run one node of a prepared run
     retrain summary --run-dir DIR [--json]              a prepared run's summary
     retrain schema infer --out schemas/x/schema.pbtxt   bootstrap a schema to curate
+    retrain schema calibrate [--spans A..B]             the data gate's limits from the spans' history
     retrain spans                                       list the spans in the data folder
+    retrain quarantine --pipeline taxi --span S --reason R   take a span out of training
     retrain serve [--rest-port 8501 --grpc-port 8500]   serve pushed models (TF Serving's APIs)
     retrain rollback --model taxi [--to V] --reason R   serve an earlier version
     retrain serving-config [--base-path-prefix /models] TF Serving's models.config
@@ -109,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_dir_options(summ)
     summ.add_argument("--json", action="store_true")
 
-    schema = sub.add_parser("schema", help="schema bootstrap")
+    schema = sub.add_parser("schema", help="schema bootstrap and data-gate calibration")
     schema_sub = schema.add_subparsers(dest="schema_command", required=True)
     infer = schema_sub.add_parser("infer", help="infer a schema from spans, to curate and check in")
     infer.add_argument("--config", default=_DEFAULT_CONFIG)
@@ -117,10 +119,20 @@ def _parser() -> argparse.ArgumentParser:
     infer.add_argument("--spans", help="FIRST..LAST (default: all)")
     infer.add_argument("--out", required=True, help="where to write schema.pbtxt")
     infer.add_argument("--force", action="store_true", help="overwrite an existing file")
+    cal = schema_sub.add_parser(
+        "calibrate", help="set the data gate's limits from the month-to-month history of the spans"
+    )
+    cal.add_argument("--config", default=_DEFAULT_CONFIG)
+    cal.add_argument("--data-root", dest="data_root")
+    cal.add_argument("--spans", help="FIRST..LAST (default: all)")
+    cal.add_argument("--out", help="gate policy to write (default: the config's gate_policy)")
+    cal.add_argument("--margin", type=float, default=None, help="limit = margin x largest observed (default 1.5)")
+    cal.add_argument("--workdir", help="skip spans quarantined in this workdir's ML Metadata")
 
-    ls = sub.add_parser("spans", help="list the spans of the data folder")
+    ls = sub.add_parser("spans", help="list the spans of the data folder, with quarantine decisions")
     ls.add_argument("--config", default=_DEFAULT_CONFIG)
     ls.add_argument("--data-root", dest="data_root")
+    ls.add_argument("--workdir", default="work", help="where ML Metadata records quarantines")
 
     from governance import commands as governance_commands
     from serving import commands as serving_commands
@@ -155,6 +167,8 @@ def _progress(stream):
 
     def on_end(i: int, n: int, result) -> None:
         stream.write(f" {result.status:<9}{result.seconds:7.1f}s\n")
+        if result.status == "failed" and result.error:  # the cause, not only "failed"
+            stream.write(f"        {result.error}\n")
         stream.flush()
 
     return on_start, on_end
@@ -358,37 +372,86 @@ def _data_root(args) -> str:
     return os.path.abspath(args.data_root) if args.data_root else config_lib.load(args.config).data_root
 
 
+def _chosen_spans(root: str, wanted: str | None) -> list[int]:
+    """The spans under `root` within `FIRST..LAST` (all when None).
+
+    Raises:
+      spans.SpanError: a malformed range, or no span within it.
+    """
+    from retrain import spans
+
+    available = spans.list_spans(root)
+    if not wanted:
+        return available
+    lo, _, hi = wanted.partition("..")
+    lo, hi = spans.parse_span(lo), spans.parse_span(hi or lo)
+    chosen = [s for s in available if lo <= s <= hi]
+    if not chosen:
+        raise spans.SpanError(f"no spans within {wanted} under {root}")
+    return chosen
+
+
+def cmd_schema(args) -> int:
+    return cmd_schema_calibrate(args) if args.schema_command == "calibrate" else cmd_schema_infer(args)
+
+
 def cmd_schema_infer(args) -> int:
     from retrain import schema_tools, spans
 
     try:
         root = _data_root(args)
-        available = spans.list_spans(root)
-        if args.spans:
-            lo, _, hi = args.spans.partition("..")
-            lo, hi = spans.parse_span(lo), spans.parse_span(hi or lo)
-            chosen = [s for s in available if lo <= s <= hi]
-            if not chosen:
-                raise spans.SpanError(f"no spans within {args.spans} under {root}")
-        else:
-            chosen = available
+        chosen = _chosen_spans(root, args.spans)
         sys.stderr.write(f"inferring a schema from {len(chosen)} span(s) {chosen[0]}..{chosen[-1]}\n")
         path = schema_tools.infer_schema(root, chosen, args.out, force=args.force)
     except (spans.SpanError, FileExistsError) as e:
         sys.stderr.write(f"retrain schema infer: {e}\n")
         return EXIT_BAD_INPUT
-    sys.stdout.write(f"wrote {path}: curate it (domains, drift_comparator thresholds) before checking it in\n")
+    sys.stdout.write(f"wrote {path}: curate it (domains, presence limits) before checking it in\n")
+    return EXIT_OK
+
+
+def cmd_schema_calibrate(args) -> int:
+    from pipelines import config as config_lib
+    from retrain import schema_tools, spans
+
+    try:
+        config = config_lib.load(args.config, {"data_root": os.path.abspath(args.data_root) if args.data_root else None})
+        out = args.out or config.gate_policy
+        if not out:
+            raise config_lib.ConfigError(
+                f"{args.config} names no gate_policy file; pass --out schemas/<pipeline>/gate.yaml"
+            )
+        chosen = _chosen_spans(config.data_root, args.spans)
+        written = schema_tools.calibrate_gate(
+            config, chosen, out, margin=args.margin, workdir=args.workdir,
+            progress=lambda m: sys.stderr.write(m + "\n"),
+        )
+    except (config_lib.ConfigError, spans.SpanError, ValueError) as e:
+        sys.stderr.write(f"retrain schema calibrate: {e}\n")
+        return EXIT_BAD_INPUT
+    sys.stdout.write(
+        f"wrote {written['policy']} ({written['features']} features watched, {written['opt_out']} opted out,"
+        f" {written['pairs']} month pairs) and {written['table']}: review the change, then commit both\n"
+    )
     return EXIT_OK
 
 
 def cmd_spans(args) -> int:
+    from governance import quarantine
+    from pipelines import config as config_lib
     from retrain import spans
 
     try:
-        root = _data_root(args)
+        config = config_lib.load(args.config, {"workdir": os.path.abspath(args.workdir)})
+        root = os.path.abspath(args.data_root) if args.data_root else config.data_root
+        held = quarantine.quarantined_spans(config.metadata_path, config.pipeline_name)
         for s in spans.list_spans(root):
-            sys.stdout.write(f"{s}\t{spans.span_dir(root, s)}\n")
-    except spans.SpanError as e:
+            note = ""
+            if s in held:
+                d = held[s]
+                note = f"\tQUARANTINED by {d['decided_by']} at {d['decided_at']}: {d['reason']}"
+            sys.stdout.write(f"{s}\t{spans.span_dir(root, s)}{note}\n")
+    except (config_lib.ConfigError, spans.SpanError) as e:
         sys.stderr.write(f"retrain spans: {e}\n")
         return EXIT_BAD_INPUT
     return EXIT_OK
@@ -400,7 +463,7 @@ _COMMANDS = {
     "prepare-run": cmd_prepare_run,
     "node": cmd_node_run,
     "summary": cmd_summary,
-    "schema": cmd_schema_infer,
+    "schema": cmd_schema,
     "spans": cmd_spans,
 }
 

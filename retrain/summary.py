@@ -71,11 +71,14 @@ def evaluation_metrics(evaluation_uri: str) -> dict:
         for v in validation.metric_validations_per_slice
         for f in v.failures
     ]
+    from governance.report import read_significance
+
     return {
         "candidate": models.get("candidate", {}),
         "baseline": models.get("baseline"),
         "validation_ok": validation.validation_ok,
         "failures": failures,
+        "significance": read_significance(evaluation_uri),
     }
 
 
@@ -128,6 +131,9 @@ def build_summary(
             "blocking_features": report["blocking_features"],
             "anomalies": report["anomalies"],
             "drift": report["drift"],
+            "completeness": report.get("completeness", []),
+            "volume": report.get("volume"),
+            "opt_out": report.get("opt_out", {}),
             "baseline_span": report["baseline_span"],
             "report": report_path,
         }
@@ -224,14 +230,22 @@ def format_summary(summary: dict) -> str:
         for a in gate["anomalies"]:
             reasons = "; ".join(r["description"] or r["type"] for r in a["reasons"])
             lines.append(f"    - {a['feature']} [{a['kind']}, {a['split']}] {reasons}")
-        drifted = [d for d in gate["drift"] if d["drifted"]]
         base = gate["baseline_span"]
-        lines.append(
-            f"  drift            vs span {base}: "
-            + (", ".join(f"{d['feature']} JSD {d['value']:.3f} > {d['threshold']}" for d in drifted) or "none above thresholds")
-            if base
-            else "  drift            not checked (no earlier span ingested)"
-        )
+        if base:
+            drift = gate["drift"]
+            closest = max(drift, key=lambda d: d["value"] / d["threshold"] if d["threshold"] else 0, default=None)
+            lines.append(
+                f"  checks           vs span {base}: {len(drift)} drift measures on"
+                f" {len({d['feature'] for d in drift})} features, {len(gate.get('completeness') or [])} completeness checks"
+                + (f"; closest to its limit: {closest['feature']} {closest['measure']} {closest['value']:.3g}"
+                   f" (limit {closest['threshold']:.3g})" if closest else "")
+            )
+            if gate.get("volume"):
+                lines.append(f"  volume           {gate['volume']['description']}")
+        else:
+            lines.append("  checks           no baseline span yet: schema and completeness only")
+        if gate.get("opt_out"):
+            lines.append(f"  not watched      {', '.join(sorted(gate['opt_out']))} (opted out, reasons in the report)")
         lines.append(f"  gate report      {gate['report']}")
     training = summary.get("training")
     if training:
@@ -252,8 +266,23 @@ def format_summary(summary: dict) -> str:
             if metric in cand:
                 b = f"   baseline {base[metric]}" if base and metric in base else ""
                 lines.append(f"  {metric:<17}candidate {cand[metric]}{b}" if len(metric) < 17 else f"  {metric}  candidate {cand[metric]}{b}")
-        for f in ev["failures"]:
-            lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")
+        verdict = ev.get("significance")
+        for c in (verdict or {}).get("comparisons", []):
+            bounds = c.get("interval")
+            lines.append(
+                f"    {c['metric']} change {c['difference']:+.4f}"
+                + (f", {c['confidence']:.0%} bounds [{bounds[0]:+.4f}, {bounds[1]:+.4f}]" if bounds else "")
+                + (f", tolerated -{abs(c['tolerance']):g}" if c.get("tolerance") is not None else "")
+                + f": {c['verdict']}"
+            )
+        if verdict:
+            lines.append(
+                f"  verdict          {'blessed' if verdict['blessed'] else 'NOT blessed: ' + '; '.join(verdict['reasons'])}"
+                f" ({verdict.get('example_count') and int(verdict['example_count'])} eval examples)"
+            )
+        else:
+            for f in ev["failures"]:
+                lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")
     if summary["blessed"] is not None:
         lines.append(f"  blessed          {'yes' if summary['blessed'] else 'no'}")
     check = summary.get("serving_check")

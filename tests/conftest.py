@@ -44,7 +44,8 @@ def digits_run(tmp_path_factory):
         shutil.copytree(spans.span_dir(DIGITS_DATA, s), spans.span_dir(str(root / "data"), s))
     with open(DIGITS_CONFIG) as f:
         cfg = yaml.safe_load(f)
-    cfg.update(data_root=str(root / "data"), schema_path=os.path.join(REPO, "schemas", "digits", "schema.pbtxt"))
+    cfg.update(data_root=str(root / "data"), schema_path=os.path.join(REPO, "schemas", "digits", "schema.pbtxt"),
+               gate_policy=os.path.join(REPO, "schemas", "digits", "gate.yaml"))
     (root / "digits.yaml").write_text(yaml.safe_dump(cfg))
     env = {"root": root, "data": str(root / "data"), "work": str(root / "work"), "config": str(root / "digits.yaml")}
     env["first"] = run_retrain("run", "--json", "--config", env["config"], "--workdir", env["work"], "--span", "201606")

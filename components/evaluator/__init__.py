@@ -1,0 +1,1 @@
+"""The Evaluator: TFMA with confidence intervals; a drop vs the baseline refuses only when significant."""

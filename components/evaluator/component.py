@@ -1,0 +1,40 @@
+"""Evaluator: TFX's Evaluator whose blessing weighs a drop vs the baseline by its significance."""
+
+from __future__ import annotations
+
+import json
+
+from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
+
+from components.evaluator import executor
+
+
+class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    """TFX's EvaluatorSpec plus the significance settings (JSON: level, min_examples)."""
+
+    PARAMETERS = {**standard_component_specs.EvaluatorSpec.PARAMETERS, "significance": ExecutionParameter(type=str)}
+
+
+class Evaluator(tfx.components.Evaluator):
+    """`tfx.components.Evaluator` with `components.evaluator.executor.Executor`.
+
+    Same inputs and outputs; the node id stays `Evaluator`. `significance_level` and
+    `min_eval_examples` become the `significance` execution property (so changing them
+    re-runs the evaluation rather than reusing a cached verdict).
+    """
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+
+    def __init__(self, *, significance_level: float, min_eval_examples: int, **kwargs):
+        super().__init__(**kwargs)
+        # TFX's __init__ builds (and validates) its own spec; extend it with the parameter.
+        old = self.spec
+        self.spec = EvaluatorSpec(
+            **old.inputs,
+            **old.outputs,
+            **old.exec_properties,
+            significance=json.dumps({"level": significance_level, "min_examples": min_eval_examples}, sort_keys=True),
+        )
