@@ -164,15 +164,18 @@ def render(r: dict) -> str:
         checks += [("completeness", c, not c["failed"]) for c in gate.get("completeness") or []]
         if checks:
             limits = gate.get("calibration") or {}
+            checks.sort(key=lambda x: x[2])  # exceeded limits first
+            failed = sum(not ok for _, _, ok in checks)
             out.append(
-                f"<p>Every check vs span {_e(gate.get('baseline_span'))}, limits from "
+                f"<p>{len(checks)} checks vs span {_e(gate.get('baseline_span'))}, {failed} beyond their limit; limits from "
                 f"{_e('calibration of spans ' + str(limits.get('spans')) + ' (' + str(limits.get('rule')) + ')' if limits else 'the strict defaults')}:</p>"
+                f"<details{' open' if failed else ''}><summary>every check, exceeded first</summary>"
                 "<table><tr><th>feature</th><th>check</th><th>measure</th><th>value</th><th>limit</th><th>limit from</th><th>result</th></tr>" + "".join(
                     f"<tr><td>{_e(c['feature'])}</td><td>{_e(kind)}</td><td>{_e(c.get('measure'))}</td><td>{c['value']:.4g}</td>"
                     f"<td>{c['threshold']:.4g}</td><td>{_e(c.get('limit_source'))}"
                     f"{_e(' k=' + format(c['k'], 'g') + ', n_eff=' + format(c['n_eff'], 'g')) if 'k' in c else ''}</td>"
                     f"<td>{_yes_no(ok, 'within', 'EXCEEDED')}</td></tr>"
-                    for kind, c, ok in checks) + "</table>")
+                    for kind, c, ok in checks) + "</table></details>")
         elif not gate.get("drift_checked"):
             out.append('<p class="muted">Drift not checked (no earlier span passed the gate).</p>')
         if gate.get("opt_out"):

@@ -265,8 +265,11 @@ def build(store, pipeline: str, pipeline_root: str, run_id: str) -> dict:
             r["training"]["loss_curve"] = full.get("loss_curve", [])
             r["training"]["final_metrics"] = full.get("final_metrics", {})
 
+    # The model the Evaluator compared against (its input; the resolver node records no output events).
     resolver = nodes.get("latest_blessed_model_resolver")
-    baseline_model = resolver.output("model") if resolver else None
+    evaluator_inputs = nodes["Evaluator"].inputs if "Evaluator" in nodes else {}
+    baseline_model = (evaluator_inputs.get("baseline_model") or [None])[0] or (
+        resolver.output("model") if resolver else None)
     r["baseline_model"] = {"artifact_id": baseline_model.id, "uri": baseline_model.uri} if baseline_model else None
 
     evaluator = nodes.get("Evaluator")

@@ -165,7 +165,7 @@ def check_span_files(folder: str, schema_path: str, example_format: str = "csv")
       InputError: the first problem found, naming the file (and row).
     """
     if example_format == "csv":
+        check_span_structure(folder)  # first: it names the row of a byte that is not UTF-8
         check_header(folder, load_schema(schema_path))
-        check_span_structure(folder)
     else:
         check_example_features(folder, load_schema(schema_path))

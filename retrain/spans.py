@@ -149,11 +149,13 @@ def check_span_csv(folder: str) -> None:
     for name in files:
         path = os.path.join(folder, name)
         try:
-            with open(path, newline="", encoding="utf-8") as f:
+            # Undecodable bytes are reported with their row by the full read before a run
+            # (preflight.check_csv_structure); here only the shape of the file matters.
+            with open(path, newline="", encoding="utf-8", errors="replace") as f:
                 rows = csv.reader(f)
                 first = next(rows, None)
                 second = next(rows, None)
-        except (OSError, UnicodeDecodeError, csv.Error) as e:
+        except (OSError, csv.Error) as e:
             raise SpanError(f"cannot read {path}: {e}") from e
         if not first or second is None:
             raise SpanError(f"{path} has no data rows (a header and at least one row expected)")

@@ -125,10 +125,12 @@ def read_tfma(evaluation_uri: str) -> tuple[list[dict], list[dict]]:
                 "value": kv.value.double_value.value, "std_error": None, "dof": None,
             }
             if kv.HasField("confidence_interval"):
-                t = kv.confidence_interval.t_distribution_value
-                entry["std_error"] = t.sample_standard_deviation.value
-                entry["dof"] = t.sample_degrees_of_freedom.value
-                entry["value"] = t.unsampled_value.value if t.HasField("unsampled_value") else entry["value"]
+                # The value is TFMA's unsampled point estimate; the interval's standard
+                # error and degrees of freedom come from the jackknife or bootstrap samples.
+                ci = kv.confidence_interval
+                if ci.standard_error.HasField("double_value"):
+                    entry["std_error"] = ci.standard_error.double_value.value
+                    entry["dof"] = int(ci.degrees_of_freedom.value)
             metrics.append(entry)
     failures = []
     validation = tfma.load_validation_result(evaluation_uri)

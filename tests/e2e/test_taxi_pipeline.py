@@ -245,7 +245,7 @@ def _fingerprint(env) -> tuple:
         (None, ["--span", "2016-13"], "is not a month"),
         ("unreadable", ["--span", "201801"], "cannot read"),
         ("extra-column", ["--span", "201802"], "column(s) not in the schema colour"),
-        ("truncated_last_line", ["--span", "201803"], "row 72 (line 73): 15 field(s) where the header has 18: the last line is cut short"),
+        ("truncated_last_line", ["--span", "201803"], "row 72 (line 73): 17 field(s) where the header has 18: the last line is cut short"),
         ("ragged_row", ["--span", "201804"], "more fields than the header"),
         ("non_utf8_bytes", ["--span", "201805"], "not valid UTF-8"),
     ],
@@ -253,9 +253,9 @@ def _fingerprint(env) -> tuple:
          "non-utf8"],
 )
 def test_bad_input_names_the_problem_and_touches_nothing(env, setup, args, message):
+    path = None
     if setup in corpus.BY_NAME:
         path = corpus.write_corrupted(TAXI_DATA, 201612, corpus.BY_NAME[setup], env["data"], int(args[1]))
-        message = f"{path}, {message}" if setup != "non_utf8_bytes" else message
     if setup == "unreadable":
         os.makedirs(spans.span_dir(env["data"], 201801))
         with open(os.path.join(spans.span_dir(env["data"], 201801), "data.csv"), "wb") as f:
@@ -266,6 +266,8 @@ def test_bad_input_names_the_problem_and_touches_nothing(env, setup, args, messa
     code, summary, stderr = retrain(env, *args)
     assert code == 2 and summary is None
     assert message in stderr
+    if path:  # structural errors name the file and the line
+        assert f"{path}, " in stderr and "line " in stderr
     assert _fingerprint(env) == before
 
 
