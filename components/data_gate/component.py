@@ -86,15 +86,16 @@ def _anomaly_entries(anomalies: anomalies_pb2.Anomalies, split: str, kind: str) 
     return entries
 
 
-def _schema_comparators(schema) -> dict[str, float]:
-    """Hand-set drift thresholds in the curated schema: they win over calibrated limits."""
+def _schema_comparators(schema) -> dict[tuple[str, str], float]:
+    """Hand-set drift thresholds in the curated schema, by (feature, measure): they win
+    over the calibrated limit of the same measure."""
     out = {}
     for f in schema.feature:
         c = f.drift_comparator
         if c.HasField("jensen_shannon_divergence"):
-            out[f.name] = c.jensen_shannon_divergence.threshold
-        elif c.HasField("infinity_norm"):
-            out[f.name] = c.infinity_norm.threshold
+            out[(f.name, "jsd")] = c.jensen_shannon_divergence.threshold
+        if c.HasField("infinity_norm"):
+            out[(f.name, "linf")] = c.infinity_norm.threshold
     return out
 
 
@@ -123,8 +124,8 @@ def _drift_checks(measured: dict, policy: gate_policy.GatePolicy, overrides: dic
                 continue
             k, source = policy.k(feature, measure)
             limit = gate_policy.threshold(measure, k, entry["n_eff"])
-            if feature in overrides and measure in ("jsd", "linf"):
-                limit, source = overrides[feature], "schema"
+            if (feature, measure) in overrides:
+                limit, source = overrides[(feature, measure)], "schema"
             value = entry[measure]
             power = gate_policy.NOISE_POWER[measure]
             checks.append({

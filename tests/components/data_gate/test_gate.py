@@ -102,3 +102,14 @@ def test_first_span_has_no_baseline_but_completeness_still_applies(month_stats, 
     assert result["blocking_features"] == ["fare"]
     [check] = [c for c in result["completeness"] if c["feature"] == "fare" and c["failed"]]
     assert check["measure"] == "missing_share" and check["value"] == pytest.approx(0.8, abs=0.08)
+
+
+def test_a_drift_comparator_in_the_schema_overrides_the_calibrated_limit(month_stats, schema, policy):
+    strict = type(schema)()
+    strict.CopyFrom(schema)
+    fare = next(f for f in strict.feature if f.name == "fare")
+    fare.drift_comparator.jensen_shannon_divergence.threshold = 1e-6
+    result = evaluate_gate(month_stats[201612], strict, {}, month_stats[201611], policy, 201611)
+    assert result["blocking_features"] == ["fare"]
+    [check] = [d for d in result["drift"] if d["drifted"]]
+    assert (check["measure"], check["threshold"], check["limit_source"]) == ("jsd", 1e-6, "schema")
