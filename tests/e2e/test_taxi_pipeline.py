@@ -271,7 +271,10 @@ def test_bad_input_names_the_problem_and_touches_nothing(env, setup, args, messa
     assert _fingerprint(env) == before
 
 
-def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(env):
+def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(env, tmp_path):
+    # About quarantine and the window, not model quality: on ~50 eval rows two 300-step
+    # models differ by chance, so the Evaluator's thresholds are loose here.
+    config = _config(env, tmp_path / "loose.yaml", min_auc=0.5, max_auc_decrease=1.0)
     before = versions(env)
     code = subprocess.run(
         [sys.executable, "-m", "retrain.cli", "quarantine", "--config", env["config"], "--workdir", env["work"],
@@ -285,7 +288,7 @@ def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(en
     # A good month arrives after the stopped ones: real trips of another month.
     header, rows = corpus.read_rows(TAXI_DATA, 201609)
     spans.write_span(env["data"], 201708, header, [[r[h] for h in header] for r in rows])
-    code, summary, stderr = retrain(env, "--span", "201708", "--window", "12")
+    code, summary, stderr = retrain(env, "--span", "201708", "--window", "12", config=config)
     assert code == 0, stderr[-3000:]
     assert summary["data_gate"]["passed"] and summary["data_gate"]["baseline_span"] == 201612
     # The stopped spans and the quarantined one are not trained on.
