@@ -12,7 +12,7 @@ import dataclasses
 import io
 import os
 import random
-from typing import Callable
+from collections.abc import Callable
 
 from retrain import spans
 

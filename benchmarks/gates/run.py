@@ -31,7 +31,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from retrain import keras_env  # noqa: E402,F401  (before TensorFlow)
+from retrain import keras_env  # noqa: F401  (before TensorFlow)
 
 SOURCES = {"large": (201402, 201505, 201508), "small": (201603, 201609, 201612)}
 
@@ -60,7 +60,8 @@ def part_a(args) -> dict:
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from components.data_gate import calibration, policy as gate_policy
+    from components.data_gate import calibration
+    from components.data_gate import policy as gate_policy
     from components.data_gate.component import evaluate_gate
     from pipelines import config as config_lib
     from retrain import preflight, spans
