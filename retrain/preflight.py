@@ -80,6 +80,8 @@ def check_csv_structure(path: str) -> int:
             f"{path}, line {line} (byte {e.start}): not valid UTF-8 ({e.reason}: {bad!r});"
             " re-export the file as UTF-8"
         ) from e
+    # Windows line endings count as one line break, as in the editor that shows the line.
+    text = text.replace("\r\n", "\n")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header = None
     rows = 0

@@ -113,3 +113,13 @@ def test_a_drift_comparator_in_the_schema_overrides_the_calibrated_limit(month_s
     assert result["blocking_features"] == ["fare"]
     [check] = [d for d in result["drift"] if d["drifted"]]
     assert (check["measure"], check["threshold"], check["limit_source"]) == ("jsd", 1e-6, "schema")
+
+
+def test_windows_line_endings_read_and_a_cut_last_line_is_still_called_truncated(tmp_path):
+    data = corpus.to_csv(*corpus.read_rows(TAXI_DATA, 201612)).replace(b"\n", b"\r\n")
+    path = tmp_path / "crlf.csv"
+    path.write_bytes(data)
+    assert preflight.check_csv_structure(str(path)) == 72
+    path.write_bytes(data[:-30])
+    with pytest.raises(preflight.InputError, match=r"row 72 \(line 73\): .* the last line is cut short"):
+        preflight.check_csv_structure(str(path))
