@@ -10,10 +10,10 @@ setup(
     name="tfx-retrain",
     version="0.1.0",
     description="Scheduled, governed retraining of TensorFlow models with TFX and Airflow",
-    # One distribution for both environments: the TFX runtime (3.10) uses retrain/pipelines/serving/
-    # components, the Airflow control plane (3.11) only airflow_tfx (which imports no TFX).
+    # One distribution for both environments: the TFX runtime (3.10) uses core/runner/retrain/pipelines/serving/
+    # components, the Airflow control plane (3.11) only core and airflow_tfx (which import no TFX).
     python_requires=">=3.10",
-    packages=find_packages(include=["retrain*", "pipelines*", "components*", "serving*", "governance*", "airflow_tfx*"]),
+    packages=find_packages(include=["core*", "runner*", "retrain*", "pipelines*", "components*", "serving*", "governance*", "airflow_tfx*"]),
     package_data={"pipelines": ["*/config.yaml"]},
-    entry_points={"console_scripts": ["retrain = retrain.cli:main"]},
+    entry_points={"console_scripts": ["retrain = retrain.cli:entry_point"]},
 )

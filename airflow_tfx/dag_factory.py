@@ -17,6 +17,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, Param, TaskGroup, Trigge
 from airflow_tfx import links
 from airflow_tfx import template as template_lib
 from airflow_tfx.operators import TfxNodeOperator, TfxRuntimeOperator
+from core import layout, nodes
 
 # Deployment settings from the environment (never Variables or Connections at parse time).
 WORKDIR_ENV = "RETRAIN_WORKDIR"
@@ -70,7 +71,7 @@ def build_dag(
         doc_md=doc_md,
         tags=["tfx", "retraining", template["pipeline"]],
         render_template_as_native_obj=False,
-        user_defined_filters={"safe_run_id": links.safe_run_id},
+        user_defined_filters={"safe_run_id": layout.safe_id},
     ) as dag:
         pipeline = template["pipeline"]
         prepare = TfxRuntimeOperator(
@@ -106,7 +107,7 @@ def build_dag(
                 tasks[up] >> tasks[node["id"]]
             if not node["upstream"]:
                 prepare >> tasks[node["id"]]
-        if "ApprovalGate" in tasks:
+        if nodes.APPROVAL_GATE in tasks:
             _approval_tasks(tasks, groups.get("push"), workdir, pipeline)
         report = TfxRuntimeOperator(
             task_id="governance_report",
@@ -141,7 +142,7 @@ def _approval_tasks(tasks: dict, group, workdir: str, pipeline: str) -> None:
     """
     from airflow.providers.standard.operators.hitl import HITLOperator
 
-    gate = tasks["ApprovalGate"]
+    gate = tasks[nodes.APPROVAL_GATE]
     prompt = HITLOperator(
         task_id="request_approval",
         task_group=group,

@@ -8,22 +8,18 @@ link is known from the pipeline and the run id alone (no XCom lookups).
 from __future__ import annotations
 
 import os
-import re
 
 from airflow.sdk import BaseOperatorLink
+
+from core import layout
 
 REPORTS_PREFIX = "/retrain/reports"
 BASE_URL_ENV = "AIRFLOW__API__BASE_URL"
 
 
-def safe_run_id(run_id: str) -> str:
-    """The run's folder name, as `governance.report.report_dir` and `retrain.runs` make it."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
-
-
 def report_url(pipeline: str, run_id: str) -> str:
     base = os.environ.get(BASE_URL_ENV, "").rstrip("/")
-    return f"{base}{REPORTS_PREFIX}/{pipeline}/{safe_run_id(run_id)}/report.html"
+    return f"{base}{REPORTS_PREFIX}/{pipeline}/{layout.safe_id(run_id)}/{layout.REPORT_HTML}"
 
 
 class GovernanceReportLink(BaseOperatorLink):

@@ -14,20 +14,20 @@ import os
 import shlex
 import signal
 import subprocess
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_tfx.links import GovernanceReportLink
 from airflow_tfx.template import REPO
-from retrain import exit_codes
+from core import exit_codes
+from core.results import CACHED, FAILED, SKIPPED, NodeResult, parse_result_line
 
 # Which interpreter runs TFX work: read when a task runs, never at DAG-parse time.
 TFX_PYTHON_ENV = "RETRAIN_TFX_PYTHON"
 DEFAULT_TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
-EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = exit_codes.OK, exit_codes.BAD_INPUT, exit_codes.GATE_STOPPED
-_RESULT_PREFIX = "RESULT "
 
 
 def tfx_entrypoint() -> list[str]:
@@ -46,6 +46,21 @@ def _drop_empty_options(args: Sequence[str]) -> list[str]:
         out.append(args[i])
         i += 1
     return out
+
+
+# Exit code -> (Airflow exception, what the task log says). AirflowFailException fails the
+# task without retries: a verdict on the data or a missing decision does not change on retry.
+_FAILURES = {
+    exit_codes.GATE_STOPPED: (AirflowFailException, "the data gate stopped this span (no retry)"),
+    exit_codes.BAD_INPUT: (AirflowFailException, "bad input (no retry)"),
+    exit_codes.AWAITING_APPROVAL: (AirflowFailException, "no reviewer decision recorded for this candidate (no retry)"),
+}
+
+
+def failure_for_exit_code(rc: int, tail: str) -> Exception:
+    """The exception that ends a task whose command exited with `rc` (not 0)."""
+    cls, what = _FAILURES.get(rc, (AirflowException, f"TFX runtime command failed with exit code {rc}"))
+    return cls(f"{what}:\n{tail}")
 
 
 class TfxRuntimeOperator(BaseOperator):
@@ -71,7 +86,7 @@ class TfxRuntimeOperator(BaseOperator):
     def command(self) -> list[str]:
         return (self.entrypoint or tfx_entrypoint()) + _drop_empty_options(self.arguments)
 
-    def run_command(self) -> tuple[int, list[str], dict | None]:
+    def run_command(self) -> tuple[int, list[str], NodeResult | None]:
         """Runs the command, streaming its lines to the task log; returns (rc, stdout-ish lines, result)."""
         cmd = self.command()
         self.log.info("TFX runtime: %s", shlex.join(cmd))
@@ -84,8 +99,9 @@ class TfxRuntimeOperator(BaseOperator):
         try:
             for line in self._proc.stdout:
                 line = line.rstrip("\n")
-                if line.startswith(_RESULT_PREFIX):
-                    result = json.loads(line[len(_RESULT_PREFIX):])
+                parsed = parse_result_line(line)
+                if parsed is not None:
+                    result = parsed
                 else:
                     lines.append(line)
                     self.log.info("%s", line)
@@ -110,7 +126,7 @@ class TfxRuntimeOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         rc, lines, _ = self.run_command()
-        if rc != EXIT_OK:
+        if rc != exit_codes.OK:
             raise self._failure(rc, lines)
         # Commands that answer in JSON hand it to XCom (e.g. prepare-run's run folder).
         for line in reversed(lines):
@@ -122,14 +138,7 @@ class TfxRuntimeOperator(BaseOperator):
         return None
 
     def _failure(self, rc: int, lines: list[str]) -> Exception:
-        tail = "\n".join(lines[-5:])
-        if rc == EXIT_GATE:
-            return AirflowFailException(f"the data gate stopped this span (no retry):\n{tail}")
-        if rc == EXIT_BAD_INPUT:
-            return AirflowFailException(f"bad input (no retry):\n{tail}")
-        if rc == exit_codes.AWAITING_APPROVAL:
-            return AirflowFailException(f"no reviewer decision recorded for this candidate (no retry):\n{tail}")
-        return AirflowException(f"TFX runtime command failed with exit code {rc}:\n{tail}")
+        return failure_for_exit_code(rc, "\n".join(lines[-5:]))
 
 
 class TfxNodeOperator(TfxRuntimeOperator):
@@ -155,21 +164,21 @@ class TfxNodeOperator(TfxRuntimeOperator):
         rc, lines, result = self.run_command()
         if result is None:
             raise AirflowException(f"node {self.tfx_node_id} ended (exit code {rc}) without a result")
-        status = result["status"]
-        if status == "failed":
+        status = result.status
+        if status == FAILED:
             # The cause as the task log's last line, not only the exit code.
-            self.log.error("%s failed: %s", self.tfx_node_id, result.get("error") or "no error message")
-            raise self._failure(rc, lines + [result.get("error") or ""])
-        if status == "skipped":
+            self.log.error("%s failed: %s", self.tfx_node_id, result.error or "no error message")
+            raise self._failure(rc, lines + [result.error or ""])
+        if status == SKIPPED:
             raise AirflowSkipException(
                 f"{self.tfx_node_id} was skipped by the pipeline (its condition was false, "
                 "e.g. the model was not blessed)"
             )
-        outputs = {key: [a["uri"] for a in arts] for key, arts in result["outputs"].items()}
-        if status == "cached":
+        outputs = {key: [a["uri"] for a in arts] for key, arts in result.outputs.items()}
+        if status == CACHED:
             self.log.info(
                 "CACHED: %s reused the outputs of execution %s; nothing was recomputed",
-                self.tfx_node_id, result["execution_id"],
+                self.tfx_node_id, result.execution_id,
             )
         for key, uris in outputs.items():
             self.log.info("output %s: %s", key, ", ".join(uris))

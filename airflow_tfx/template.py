@@ -12,6 +12,8 @@ import json
 import os
 from typing import Any
 
+from core import files
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The code that decides a pipeline's nodes and edges.
 _FINGERPRINTED = ("pipelines", "components")
@@ -60,12 +62,7 @@ def from_ir(ir: Any, config_path: str, stages: dict[str, str]) -> dict:
 
 
 def write(template: dict, path: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(template, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    files.write_text(path, json.dumps(template, indent=2, sort_keys=True) + "\n")
 
 
 def read(path: str, check_fresh: bool = True) -> dict:

@@ -23,7 +23,7 @@ class ModelApproval(artifact.Artifact):
 
 
 @component
-def ApprovalGate(  # noqa: N802  (TFX component naming)
+def ApprovalGate(
     model: InputArtifact[Model],
     approval: OutputArtifact[ModelApproval],
     pipeline_root: Parameter[str],

@@ -18,7 +18,7 @@ from serving import check
 
 
 @component
-def ServingCheck(  # noqa: N802  (TFX component naming)
+def ServingCheck(
     model: InputArtifact[Model],
     examples: InputArtifact[Examples],
     blessing: OutputArtifact[InfraBlessing],

@@ -10,7 +10,7 @@ stopped never reaches training or the drift baseline. With `pipeline_name`, span
 latest quarantine decision in MLMD is "quarantine" (`retrain quarantine`) are skipped too.
 """
 
-from typing import Any, Optional
+from typing import Any
 
 from tfx import types
 from tfx.dsl.components.common.resolver import ResolverStrategy  # = tfx.v1.dsl.experimental's
@@ -20,7 +20,7 @@ from governance import quarantine
 SPAN = "span"
 
 
-def span_of(artifact: types.Artifact) -> Optional[int]:
+def span_of(artifact: types.Artifact) -> int | None:
     """The `span` custom property CsvExampleGen (and DataGate) stamp on their outputs."""
     if artifact.has_custom_property(SPAN):
         return artifact.get_int_custom_property(SPAN)
@@ -44,7 +44,7 @@ class SpanWindowStrategy(ResolverStrategy):
     def select(
         self,
         artifacts: list[types.Artifact],
-        allowed_spans: Optional[set[int]] = None,
+        allowed_spans: set[int] | None = None,
         excluded_spans: frozenset[int] = frozenset(),
     ) -> list[types.Artifact]:
         """The pure selection rule, newest span first."""
@@ -62,7 +62,7 @@ class SpanWindowStrategy(ResolverStrategy):
 
     def resolve_artifacts(
         self, store: Any, input_dict: dict[str, list[types.Artifact]]
-    ) -> Optional[dict[str, list[types.Artifact]]]:
+    ) -> dict[str, list[types.Artifact]] | None:
         excluded = frozenset(quarantine.current(store, self._pipeline_name)) if self._pipeline_name else frozenset()
         allowed = None
         if self._require_key:

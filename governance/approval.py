@@ -9,6 +9,8 @@ import datetime as dt
 import json
 import os
 
+from core import files
+
 DECISIONS = ("approve", "reject")
 
 
@@ -39,12 +41,8 @@ def record(pipeline_root: str, model_id: int, decision: str, reviewer: str, comm
         "model_id": int(model_id), "decision": decision, "reviewer": reviewer.strip(), "comment": comment,
         "decided_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "source": source,
     }
-    folder = decisions_dir(pipeline_root)
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{int(model_id)}.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(entry, f, indent=2, sort_keys=True)
-    os.replace(path + ".tmp", path)
+    files.write_text(os.path.join(decisions_dir(pipeline_root), f"{int(model_id)}.json"),
+                     json.dumps(entry, indent=2, sort_keys=True))
     return entry
 
 

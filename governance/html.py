@@ -71,8 +71,8 @@ def line_chart(title: str, points: list[tuple[float, float]], width=520, height=
         return f'<p class="muted">{_e(title)}: fewer than two points recorded</p>'
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
-    sx = lambda x: 40 + (width - 50) * (x - x0) / ((x1 - x0) or 1)  # noqa: E731
-    sy = lambda y: 20 + (height - 50) * (1 - (y - y0) / ((y1 - y0) or 1))  # noqa: E731
+    sx = lambda x: 40 + (width - 50) * (x - x0) / ((x1 - x0) or 1)
+    sy = lambda y: 20 + (height - 50) * (1 - (y - y0) / ((y1 - y0) or 1))
     path = " ".join(f"{'M' if i == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for i, (x, y) in enumerate(points))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(title)}">'
             f'<text x="40" y="12" font-size="12" font-weight="600">{_e(title)}</text>'
@@ -239,8 +239,11 @@ def render(r: dict) -> str:
             ("max |served - in-process|", _e(check.get("max_abs_diff"))), ("warm-up requests", _e(check.get("warmup_requests"))),
             ("reasons", _e("; ".join(check.get("reasons") or []) or "none")),
         ]))
-    out.append("<h2>Node executions (ML Metadata)</h2><table><tr><th>node</th><th>state</th><th>execution</th><th>started</th></tr>" + "".join(
-        f"<tr><td>{_e(k)}</td><td>{_e(v['state'])}</td><td>{_e(v['execution_id'])}</td><td>{_e(v['started'])}</td></tr>"
+    out.append("<h2>Node executions (ML Metadata)</h2><table><tr><th>node</th><th>status</th><th>MLMD state</th>"
+               "<th>execution</th><th>started</th><th>seconds</th></tr>" + "".join(
+        f"<tr><td>{_e(k)}</td><td>{_e(v.get('status'))}</td><td>{_e(v.get('state') or '-')}</td>"
+        f"<td>{_e(v.get('execution_id') or '-')}</td><td>{_e(v.get('started') or '-')}</td><td>{_e(v.get('seconds') or '-')}</td></tr>"
+        + (f'<tr><td></td><td colspan=5 class="bad">{_e(v["error"])}</td></tr>' if v.get("error") else "")
         for k, v in r.get("nodes", {}).items()) + "</table>")
     out.append("</body></html>")
     return "\n".join(out)

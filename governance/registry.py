@@ -9,21 +9,40 @@ import json
 import os
 from typing import Any
 
-from governance import lineage, report as report_lib
-from governance.lineage import props
+from core import files, layout, nodes
+from core import mlmd as lineage
+from core.mlmd import props
+from governance import record as record_lib
+from governance import report as report_lib
 from serving import history, model_config, versions
-from serving.manager import discover
+from serving.layout import discover
 
-_KEY_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy")
+_KEY_METRICS = record_lib.KEY_METRICS
 
 
 def _training_execution(store, model):
     execution, node = lineage.producer(store, model.id)
-    return execution if node == "Trainer" else None
+    return execution if node == nodes.TRAINER else None
 
 
-def candidates(store, pipeline: str, pipeline_root: str, serving_root: str, model_name: str) -> list[dict]:
-    """One row per Model artifact the Trainer produced, oldest first; builds missing reports."""
+def _report(store, pipeline: str, pipeline_root: str, workdir: str, run_id: str) -> dict:
+    """The run's report.json, written from its record first if it is missing."""
+    path = os.path.join(report_lib.report_dir(pipeline_root, run_id), layout.REPORT_JSON)
+    if not os.path.exists(path):
+        folder = layout.run_dir(workdir, pipeline, run_id)
+        record = (record_lib.read_folder(folder, store) if os.path.exists(os.path.join(folder, layout.RUN_INFO))
+                  else record_lib.read(store, pipeline, pipeline_root, run_id))
+        report_lib.write(record, pipeline_root)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_name: str) -> list[dict]:
+    """One row per Model artifact the Trainer produced, oldest first; builds missing reports.
+
+    Each row's outcome is its run record's (`governance.record`), as in the run's summary.
+    """
+    serving_root = layout.serving_root(workdir)
     base = os.path.join(serving_root, model_name)
     available = sorted(discover(base))
     served_now = None
@@ -38,11 +57,7 @@ def candidates(store, pipeline: str, pipeline_root: str, serving_root: str, mode
             continue
         run_id = lineage.run_id_of(store, execution)
         folder = report_lib.report_dir(pipeline_root, run_id)
-        path = os.path.join(folder, "report.json")
-        if not os.path.exists(path):
-            report_lib.write(store, pipeline, pipeline_root, run_id)
-        with open(path, encoding="utf-8") as f:
-            rep = json.load(f)
+        rep = _report(store, pipeline, pipeline_root, workdir, run_id)
         overall = (rep.get("evaluation") or {}).get("overall") or {}
         version = _pushed_version(store, model)
         rows.append({
@@ -55,14 +70,14 @@ def candidates(store, pipeline: str, pipeline_root: str, serving_root: str, mode
             "served_now": version is not None and version == served_now,
             "rolled_back": version in rolled_back if version else False,
             "outcome": rep.get("outcome"),
-            "report_html": os.path.join(folder, "report.html"), "report_json": path,
+            "report_html": os.path.join(folder, layout.REPORT_HTML), "report_json": os.path.join(folder, layout.REPORT_JSON),
         })
     return rows
 
 
 def _pushed_version(store, model) -> int | None:
     for execution, node in lineage.consumers(store, model.id):
-        if node.endswith("Pusher"):
+        if node == nodes.PUSHER:
             for pushed in lineage.outputs_of(store, execution.id).get("pushed_model", []):
                 p = props(pushed)
                 if p.get("pushed") and p.get("pushed_version"):
@@ -76,7 +91,7 @@ def format_table(rows: list[dict]) -> str:
     for r in rows:
         metrics = ", ".join(f"{k} {v}" for k, v in r["metrics"].items()) or "-"
         lines.append(
-            f"{r['model_id']:>5} {str(r['pushed_version'] or '-'):>11} {str(r['span']):>6} {metrics:<34} "
+            f"{r['model_id']:>5} {r['pushed_version'] or '-'!s:>11} {r['span']!s:>6} {metrics:<34} "
             f"{_flag(r['blessed']):<7} {_flag(r['pushed_version'] is not None):<6} {_flag(r['served_now']):<7} "
             f"{_flag(r['rolled_back']):<11} {r['report_html']}"
         )
@@ -108,10 +123,7 @@ def write_index(rows: list[dict], pipeline: str, pipeline_root: str) -> str:
         "<th>metrics</th><th>blessed</th><th>pushed</th><th>serving now</th><th>rolled back</th><th>outcome</th>"
         f"<th>run</th><th>report</th></tr>{body}</table></body></html>"
     )
-    path = os.path.join(folder, "index.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page)
-    return path
+    return files.write_text(os.path.join(folder, "index.html"), page)
 
 
 def chain(store, version: int) -> list[str]:
@@ -132,7 +144,7 @@ def chain(store, version: int) -> list[str]:
     for ex in sorted(train_inputs.get("examples", []), key=lambda a: props(a).get("span", 0)):
         gen_exec, gen_node = lineage.producer(store, ex.id)
         gate = next((lineage.outputs_of(store, e.id).get("report", [None])[0]
-                     for e, n in lineage.consumers(store, ex.id) if n == "DataGate"), None)
+                     for e, n in lineage.consumers(store, ex.id) if n == nodes.DATA_GATE), None)
         verdict = f"DataGate report #{gate.id} passed" if gate is not None and props(gate).get("passed") else "no passing gate report"
         lines.append(f"span {props(ex).get('span')}: {gen_node} examples #{ex.id} (run {lineage.run_id_of(store, gen_exec)}) -> {verdict}")
     graph = (train_inputs.get("transform_graph") or [None])[0]
@@ -146,13 +158,13 @@ def chain(store, version: int) -> list[str]:
     )
     for execution, node in lineage.consumers(store, model.id):
         outs = lineage.outputs_of(store, execution.id)
-        if node == "Evaluator" and outs.get("blessing"):
+        if node == nodes.EVALUATOR and outs.get("blessing"):
             b = outs["blessing"][0]
             lines.append(f"  -> Evaluator blessing #{b.id}: blessed={props(b).get('blessed')} (execution {execution.id})")
-        elif node == "ServingCheck" and outs.get("blessing"):
+        elif node == nodes.SERVING_CHECK and outs.get("blessing"):
             b = outs["blessing"][0]
             lines.append(f"  -> ServingCheck infra blessing #{b.id}: passed={props(b).get('blessed')}")
-        elif node == "ApprovalGate" and outs.get("approval"):
+        elif node == nodes.APPROVAL_GATE and outs.get("approval"):
             a = props(outs["approval"][0])
             lines.append(f"  -> ApprovalGate: {a.get('decision')} by {a.get('reviewer')} at {a.get('decided_at')}")
     pp = props(pushed)

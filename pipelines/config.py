@@ -7,24 +7,29 @@ via `pipelines.factory.create_pipeline(config)`. Errors name the offending field
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.util
 import os
 import types
 import typing
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import yaml
 
 from components.trainer.settings import TrainerSettings
+from core import layout, nodes
+from core.errors import BadInput
 
 BeamMode = Literal["in_memory", "multi_processing"]
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
 ExampleFormat = Literal["csv", "tfrecord"]
 Task = Literal["binary_classification", "multiclass_classification"]
 # The ExampleGen (and so its node id) that ingests each format.
-EXAMPLE_GEN_IDS = {"csv": "CsvExampleGen", "tfrecord": "ImportExampleGen"}
+EXAMPLE_GEN_IDS = {"csv": nodes.CSV_EXAMPLE_GEN, "tfrecord": nodes.IMPORT_EXAMPLE_GEN}
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInput):
     """A config value is missing, of the wrong type or out of range; names the field."""
 
 
@@ -92,11 +97,11 @@ class PipelineConfig:
 
     @property
     def pipeline_root(self) -> str:
-        return os.path.join(self.workdir, "pipeline_root", self.pipeline_name)
+        return layout.pipeline_root(self.workdir, self.pipeline_name)
 
     @property
     def metadata_path(self) -> str:
-        return os.path.join(self.workdir, "metadata", f"{self.pipeline_name}.sqlite")
+        return layout.metadata_path(self.workdir, self.pipeline_name)
 
     @property
     def example_gen_id(self) -> str:
@@ -114,7 +119,7 @@ class PipelineConfig:
     @property
     def serving_model_dir(self) -> str:
         """`<serving base>/<model name>`: the folder TF Serving's model base_path points at."""
-        return os.path.join(self.workdir, "serving", self.model_name)
+        return os.path.join(layout.serving_root(self.workdir), self.model_name)
 
     def beam_pipeline_args(self) -> list[str]:
         args = [f"--direct_running_mode={self.beam_mode}"]
@@ -216,7 +221,36 @@ def validate(config: PipelineConfig) -> None:
     for name in ("preprocessing_fn", "run_fn"):
         if "." not in getattr(config, name):
             raise ConfigError(f"{name}: expected a dotted path module.function")
+    check_hparams(config)
     load_gate_policy(config)
+
+
+def hparams_class(config: PipelineConfig):
+    """The model's `HParams` dataclass: `HParams` in `hparams.py` beside the module of
+    `run_fn` (TensorFlow-free, so a config is checked without loading the model), or None."""
+    package = config.run_fn.rsplit(".", 2)[0]
+    name = f"{package}.hparams"
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None
+    except ModuleNotFoundError:
+        return None
+    return getattr(importlib.import_module(name), "HParams", None)
+
+
+def check_hparams(config: PipelineConfig):
+    """Builds the model's HParams from `hparams:` now, so a typo fails at load, not in the Trainer.
+
+    Raises:
+      ConfigError: naming the key and the known ones.
+    """
+    cls = hparams_class(config)
+    if cls is None:
+        return None
+    try:
+        return cls.from_custom_config({"hparams": dict(config.hparams)})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"hparams: {e}") from e
 
 
 def load_gate_policy(config: PipelineConfig):

@@ -1,4 +1,8 @@
-"""The one pipeline factory: `create_pipeline(config)`, shared by every runner."""
+"""The one pipeline factory: `create_pipeline(config)`, shared by every runner.
+
+Node ids are the constants of `core.nodes` (available here as `factory.nodes`), and
+`NODE_STAGES` groups them into the stages orchestrators show.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,6 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import wrappers_pb2
 from tfx import v1 as tfx
 
-from components.trainer.component import Trainer
-
 from components.approval_gate import ApprovalGate
 from components.atomic_pusher.component import AtomicPusher
 from components.data_gate import measures as gate_measures
@@ -18,27 +20,28 @@ from components.data_gate.component import DataGate, DataGateReport
 from components.evaluator.component import Evaluator
 from components.serving_check import ServingCheck
 from components.span_window import SpanWindowStrategy
+from components.trainer.component import Trainer
+from core import nodes, spans
 from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
-from retrain import spans
 
 # The stage each node belongs to: orchestrators group tasks by it (Airflow TaskGroups).
 NODE_STAGES = {
-    "CsvExampleGen": "validate_data",
-    "ImportExampleGen": "validate_data",
-    "StatisticsGen": "validate_data",
-    "ImportSchemaGen": "validate_data",
-    "ExampleValidator": "validate_data",
-    "baseline_resolver": "validate_data",
-    "DataGate": "validate_data",
-    "span_window_resolver": "train",
-    "Transform": "train",
-    "Trainer": "train",
-    "latest_blessed_model_resolver": "evaluate",
-    "Evaluator": "evaluate",
-    "ServingCheck": "push",
-    "ApprovalGate": "push",
-    "AtomicPusher": "push",
+    nodes.CSV_EXAMPLE_GEN: "validate_data",
+    nodes.IMPORT_EXAMPLE_GEN: "validate_data",
+    nodes.STATISTICS_GEN: "validate_data",
+    nodes.SCHEMA_GEN: "validate_data",
+    nodes.EXAMPLE_VALIDATOR: "validate_data",
+    nodes.BASELINE_RESOLVER: "validate_data",
+    nodes.DATA_GATE: "validate_data",
+    nodes.WINDOW_RESOLVER: "train",
+    nodes.TRANSFORM: "train",
+    nodes.TRAINER: "train",
+    nodes.MODEL_RESOLVER: "evaluate",
+    nodes.EVALUATOR: "evaluate",
+    nodes.SERVING_CHECK: "push",
+    nodes.APPROVAL_GATE: "push",
+    nodes.PUSHER: "push",
 }
 
 # How far back the drift baseline may be: the newest span ingested within a year before.
@@ -178,9 +181,9 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             "pipeline_name": config.pipeline_name,
         },
         report=tfx.dsl.Channel(
-            type=DataGateReport, producer_component_id="DataGate", output_key="report"
+            type=DataGateReport, producer_component_id=nodes.DATA_GATE, output_key="report"
         ),
-    ).with_id("baseline_resolver")
+    ).with_id(nodes.BASELINE_RESOLVER)
 
     # Stops the run before Transform/Trainer on schema anomalies, incompleteness, a volume
     # change, or drift of any watched feature beyond its calibrated limit (gate.yaml).
@@ -205,9 +208,9 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             output_key="examples",
         ),
         reports=tfx.dsl.Channel(
-            type=DataGateReport, producer_component_id="DataGate", output_key="report"
+            type=DataGateReport, producer_component_id=nodes.DATA_GATE, output_key="report"
         ),
-    ).with_id("span_window_resolver")
+    ).with_id(nodes.WINDOW_RESOLVER)
     window_resolver.add_upstream_node(data_gate)
 
     # Analyzes the window (vocabularies, means, buckets) into a transform graph, which the
@@ -228,7 +231,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
         model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
         model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    ).with_id(nodes.MODEL_RESOLVER)
 
     # Trains on the raw window through the transform graph, with the trainer toolkit's
     # strategy, precision and fault tolerance; its executor records them on the Model.
@@ -295,25 +298,31 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             if approval_gate is not None:
                 pusher.add_upstream_node(approval_gate)
 
+    components = [
+        example_gen,
+        statistics_gen,
+        schema_importer,
+        example_validator,
+        baseline_resolver,
+        data_gate,
+        window_resolver,
+        transform,
+        trainer,
+        model_resolver,
+        evaluator,
+        *([serving_check] if serving_check else []),
+        *([approval_gate] if approval_gate else []),
+        pusher,
+    ]
+    # Every reader of a run (records, reports, backfill, DAG wiring) keys nodes by
+    # `core.nodes`; a node whose id is not there would be invisible to them.
+    unknown = sorted(c.id for c in components if c.id not in NODE_STAGES)
+    if unknown:
+        raise ValueError(f"node ids {unknown} are not in core.nodes/NODE_STAGES")
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
-        components=[
-            example_gen,
-            statistics_gen,
-            schema_importer,
-            example_validator,
-            baseline_resolver,
-            data_gate,
-            window_resolver,
-            transform,
-            trainer,
-            model_resolver,
-            evaluator,
-            *([serving_check] if serving_check else []),
-            *([approval_gate] if approval_gate else []),
-            pusher,
-        ],
+        components=components,
         enable_cache=config.enable_cache,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             config.metadata_path

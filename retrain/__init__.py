@@ -1,1 +1,1 @@
-"""The `retrain` product: CLI, span layout and the node-by-node TFX runner."""
+"""The `retrain` command line (the top layer): argument parsing and dispatch to the layers below."""

@@ -7,6 +7,7 @@ way; the protos are TF Serving's own (`tensorflow-serving-api`).
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
 from tensorflow.core.protobuf import error_codes_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
@@ -14,7 +15,6 @@ from tensorflow_serving.apis import (
 )
 
 from serving.errors import InvalidArgument
-from components.trainer.export import CLASSIFY, REGRESS
 from serving.manager import ModelManager, Servable
 
 
@@ -62,7 +62,7 @@ def predict(servable: Servable, signature: str | None, inputs: dict[str, np.ndar
 
 def classify(servable: Servable, signature: str | None, examples: list[bytes]) -> tuple[str, list[list[tuple[str, float]]]]:
     """Per example, (class label, score) pairs, as ClassificationResult has them."""
-    name, key = servable.examples_signature(signature, CLASSIFY)
+    name, key = servable.examples_signature(signature, tf.saved_model.CLASSIFY_METHOD_NAME)
     out = servable.run(name, {key: np.array(examples, dtype=object)})
     scores = out.get("scores")
     classes = out.get("classes")
@@ -78,7 +78,7 @@ def classify(servable: Servable, signature: str | None, examples: list[bytes]) -
 
 
 def regress(servable: Servable, signature: str | None, examples: list[bytes]) -> tuple[str, list[float]]:
-    name, key = servable.examples_signature(signature, REGRESS)
+    name, key = servable.examples_signature(signature, tf.saved_model.REGRESS_METHOD_NAME)
     out = servable.run(name, {key: np.array(examples, dtype=object)})
     if "outputs" not in out:
         raise InvalidArgument(f"regress signature {name} has no 'outputs' output")

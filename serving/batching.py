@@ -12,8 +12,8 @@ import dataclasses
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable
 
 import numpy as np
 

@@ -1,5 +1,5 @@
 """The pre-push serving check (what TFX's InfraValidator does with Docker, which these
-machines lack): the candidate is loaded by a separate `retrain serve` process, sent real
+machines lack): the candidate is loaded by a separate server process (`python -m serving`), sent real
 requests built from evaluation examples over REST and gRPC, and must answer what the
 SavedModel answers in-process, within a latency budget.
 
@@ -23,8 +23,11 @@ import urllib.request
 
 import numpy as np
 
+from core import layout
+from core.files import write_text
+
 WARMUP_FILENAME = "tf_serving_warmup_requests"
-REPORT_FILENAME = "serving_check.json"
+REPORT_FILENAME = layout.SERVING_CHECK_FILE
 
 
 def read_examples(files: list[str], limit: int) -> list[bytes]:
@@ -131,7 +134,7 @@ def run_check(
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "retrain.cli", "serve", "--model-name", model_name, "--model-base-path", base,
+            [sys.executable, "-m", "serving", "--model-name", model_name, "--model-base-path", base,
              "--rest-port", "0", "--grpc-port", "0", "--port-file", port_file, "--poll-seconds", "3600"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -210,6 +213,5 @@ def _finish(out_dir: str, report: dict, reasons: list[str], log_path: str | None
     report["reasons"] = reasons
     if log_path:
         report["server_log"] = log_path
-    with open(os.path.join(out_dir, REPORT_FILENAME), "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2, sort_keys=True)
+    write_text(os.path.join(out_dir, REPORT_FILENAME), json.dumps(report, indent=2, sort_keys=True))
     return report

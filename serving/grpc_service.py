@@ -73,7 +73,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
             self._metrics.requests.labels(model, f"grpc_{api_name}", code).inc()
             self._metrics.latency.labels(model, f"grpc_{api_name}").observe(time.perf_counter() - start)
 
-    def Predict(self, request, context):  # noqa: N802  (gRPC method names)
+    def Predict(self, request, context):
         def run():
             servable = self._manager.get(*_spec(request.model_spec))
             inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
@@ -89,7 +89,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
         return self._call("predict", request.model_spec.name, context, run)
 
-    def Classify(self, request, context):  # noqa: N802
+    def Classify(self, request, context):
         def run():
             servable = self._manager.get(*_spec(request.model_spec))
             signature, results = api.classify(servable, request.model_spec.signature_name or None, _examples(request.input))
@@ -104,7 +104,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
         return self._call("classify", request.model_spec.name, context, run)
 
-    def Regress(self, request, context):  # noqa: N802
+    def Regress(self, request, context):
         def run():
             servable = self._manager.get(*_spec(request.model_spec))
             signature, values = api.regress(servable, request.model_spec.signature_name or None, _examples(request.input))
@@ -117,7 +117,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
         return self._call("regress", request.model_spec.name, context, run)
 
-    def GetModelMetadata(self, request, context):  # noqa: N802
+    def GetModelMetadata(self, request, context):
         def run():
             if list(request.metadata_field) not in ([], ["signature_def"]):
                 from serving.errors import InvalidArgument
@@ -127,7 +127,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
         return self._call("metadata", request.model_spec.name, context, run)
 
-    def GetModelStatus(self, request, context):  # noqa: N802
+    def GetModelStatus(self, request, context):
         return self._call(
             "status", request.model_spec.name, context,
             lambda: api.model_status(self._manager, *_spec(request.model_spec)),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 import threading
 import time
 
@@ -20,34 +19,14 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from components.trainer.export import CLASSIFY, REGRESS  # TF Serving's method names, defined once
 from serving import model_config
-from serving.batching import BatchOptions, Batcher
+from serving.batching import Batcher, BatchOptions
 from serving.errors import FailedPrecondition, InvalidArgument, NotFound, ServingError
+from serving.layout import discover
 from serving.metrics import Metrics
 
-_NUMERIC = re.compile(r"^\d+$")
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 DEFAULT_SIGNATURE = "serving_default"
-
-
-def is_complete_saved_model(path: str) -> bool:
-    """A graph file, and a variables index if there is a variables folder."""
-    has_graph = any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt"))
-    variables = os.path.join(path, "variables")
-    return has_graph and (not os.path.isdir(variables) or os.path.isfile(os.path.join(variables, "variables.index")))
-
-
-def discover(base_path: str) -> dict[int, str]:
-    """Numeric version folders holding a complete SavedModel (staging folders are not numeric)."""
-    if not os.path.isdir(base_path):
-        return {}
-    found = {}
-    for name in os.listdir(base_path):
-        path = os.path.join(base_path, name)
-        if _NUMERIC.match(name) and os.path.isdir(path) and is_complete_saved_model(path):
-            found[int(name)] = path
-    return found
 
 
 def _signature_defs(path: str) -> dict:
@@ -156,7 +135,7 @@ class Servable:
                 self.run(signature, {k: tf.make_ndarray(v) for k, v in request.inputs.items()})
             elif kind in ("classify_log", "regress_log"):
                 request = getattr(log, kind).request
-                method = CLASSIFY if kind == "classify_log" else REGRESS
+                method = tf.saved_model.CLASSIFY_METHOD_NAME if kind == "classify_log" else tf.saved_model.REGRESS_METHOD_NAME
                 signature, key = self.examples_signature(request.model_spec.signature_name, method)
                 examples = [e.SerializeToString() for e in request.input.example_list.examples]
                 self.run(signature, {key: np.array(examples, dtype=object)})
@@ -212,7 +191,7 @@ class ModelManager:
         while not self._stop.wait(self._poll_seconds):
             try:
                 self.poll_once()
-            except Exception:  # noqa: BLE001  the poller must outlive a bad poll
+            except Exception:
                 logging.exception("model poll failed; serving continues with what is loaded")
 
     def _reload_config(self) -> None:

@@ -8,11 +8,11 @@ atomic (a server polling the file never reads half of it).
 from __future__ import annotations
 
 import os
-import tempfile
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from core import files
 from serving.errors import InvalidArgument
 
 ModelServerConfig = model_server_config_pb2.ModelServerConfig
@@ -76,12 +76,7 @@ def dumps(config: ModelServerConfig) -> str:
 
 def write(config: ModelServerConfig, path: str) -> None:
     """Writes atomically: a temp file in the same folder, then rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".models.config.", dir=folder)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(dumps(config))
-    os.replace(tmp, path)
+    files.write_text(path, dumps(config))
 
 
 def find(config: ModelServerConfig, name: str) -> ModelConfig | None:

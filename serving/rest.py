@@ -61,12 +61,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value, allow_nan=True).encode("utf-8"))
 
-    def do_GET(self):  # noqa: N802  http.server's naming
+    def do_GET(self):
         if self.path in ("/metrics", "/monitoring/prometheus/metrics"):
             return self._send(200, self.server.metrics.render(), "text/plain; version=0.0.4")
         self._handle("GET")
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         self._handle("POST")
 
     def _handle(self, method: str) -> None:
@@ -94,7 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ServingError as e:
             self._json(e.http_status, {"error": str(e)})
             code = e.code
-        except Exception as e:  # noqa: BLE001  reported to the client, the server keeps serving
+        except Exception as e:
             logging.exception("internal error on %s %s", method, self.path)
             self._json(500, {"error": f"Internal: {type(e).__name__}: {e}"})
             code = "INTERNAL"

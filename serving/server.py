@@ -1,6 +1,6 @@
 """The local model server: the model manager, REST and gRPC, in one process.
 
-`retrain serve` runs it; the pre-push check and the tests start it as a subprocess. Ports
+`python -m serving` and `retrain serve` run it; the pre-push check and the tests start it as a subprocess. Ports
 0 pick free ones; `--port-file` receives the chosen ports once the first poll has loaded
 what it could, so a caller knows when to send requests.
 """
@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 
+from core import files
 from serving import grpc_service, model_config
 from serving.batching import BatchOptions
 from serving.manager import ModelManager
@@ -51,10 +52,8 @@ class LocalModelServer:
         logging.info("serving %s: REST on %s:%d, gRPC on %s:%d", self.manager.model_names(),
                      self.options.host, self.rest_port, self.options.host, self.grpc_port)
         if self.options.port_file:
-            tmp = self.options.port_file + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"rest": self.rest_port, "grpc": self.grpc_port, "pid": os.getpid()}, f)
-            os.replace(tmp, self.options.port_file)
+            files.write_text(self.options.port_file,
+                             json.dumps({"rest": self.rest_port, "grpc": self.grpc_port, "pid": os.getpid()}))
 
     def stop(self) -> None:
         self.manager.stop()

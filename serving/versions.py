@@ -8,7 +8,7 @@ import shutil
 
 from serving import history, model_config
 from serving.errors import FailedPrecondition, InvalidArgument
-from serving.manager import discover
+from serving.layout import discover
 
 CONFIG_FILENAME = "models.config"
 

@@ -1,11 +1,11 @@
-"""Shared fixtures. Importing retrain.keras_env first routes tf.keras to tf-keras, as every
+"""Shared fixtures. Importing core.keras_env first routes tf.keras to tf-keras, as every
 entry point does."""
 
 import os
 
 import pytest
 
-from retrain import keras_env  # noqa: F401  (before anything imports TensorFlow)
+from core import keras_env  # noqa: F401  (before anything imports TensorFlow)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAXI_CONFIG = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
@@ -37,7 +37,7 @@ def digits_run(tmp_path_factory):
 
     import yaml
 
-    from retrain import spans
+    from core import spans
 
     root = tmp_path_factory.mktemp("digits")
     for s in (201604, 201605, 201606):

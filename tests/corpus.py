@@ -14,7 +14,7 @@ import os
 import random
 from collections.abc import Callable
 
-from retrain import spans
+from core import spans
 
 Rows = list[dict[str, str]]
 

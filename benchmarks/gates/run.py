@@ -31,7 +31,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from retrain import keras_env  # noqa: F401  (before TensorFlow)
+from core import keras_env  # noqa: F401  (before TensorFlow)
 
 SOURCES = {"large": (201402, 201505, 201508), "small": (201603, 201609, 201612)}
 
@@ -46,7 +46,7 @@ def _gate_before(stats, baseline, schema_before) -> set[str]:
 
 def _input_checks_before(path: str) -> bool:
     """The old pre-run checks: the header and the first two rows."""
-    from retrain import spans
+    from core import spans
 
     try:
         spans.check_span_csv(os.path.dirname(path))
@@ -63,8 +63,9 @@ def part_a(args) -> dict:
     from components.data_gate import calibration
     from components.data_gate import policy as gate_policy
     from components.data_gate.component import evaluate_gate
+    from core import spans
     from pipelines import config as config_lib
-    from retrain import preflight, spans
+    from runner import preflight
     from tests import corpus
     from tests.conftest import TAXI_CONFIG, TAXI_DATA
 
@@ -139,7 +140,7 @@ def shipped_options():
 
 
 def part_b(months: int) -> dict:
-    from retrain import spans
+    from core import spans
     from tests.conftest import TAXI_DATA
 
     chosen = spans.list_spans(TAXI_DATA)[-months:]

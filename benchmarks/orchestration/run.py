@@ -17,7 +17,6 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -34,7 +33,7 @@ _PARSE = (
 )
 _TFX_FLOOR = (
     "import time; t = time.perf_counter()\n"
-    "import retrain.keras_env\n"
+    "import core.keras_env\n"
     "from tfx import v1\n"
     "from pipelines import config\n"
     "from pipelines.factory import create_pipeline\n"

@@ -25,9 +25,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from retrain import keras_env  # noqa: E402,F401  (before TensorFlow)
+import numpy as np
 
-import numpy as np  # noqa: E402
+from core import keras_env  # noqa: F401  (before TensorFlow)
 
 
 def _args(argv):

@@ -24,13 +24,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)  # run as a script from anywhere
 
-from retrain import keras_env  # noqa: E402  (before TensorFlow)
+from core import keras_env
 
 PIPELINE_MODELS = {"taxi": "CsvExampleGen", "digits": "ImportExampleGen"}
 SYNTHETIC = {"synthetic64": (64, "resnet_small", 2048), "resnet50": (224, "resnet50", 256)}

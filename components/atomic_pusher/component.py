@@ -7,6 +7,6 @@ from components.atomic_pusher import executor
 
 
 class AtomicPusher(Pusher):
-    """Same inputs, outputs and id ("Pusher") as the stock component."""
+    """Same inputs and outputs as the stock component; its node id is `core.nodes.PUSHER`."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)

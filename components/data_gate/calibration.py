@@ -20,9 +20,10 @@ import datetime as dt
 import os
 import random
 import tempfile
-from typing import Iterable
+from collections.abc import Iterable
 
-from components.data_gate import measures, policy as policy_lib
+from components.data_gate import measures
+from components.data_gate import policy as policy_lib
 
 DEFAULT_MARGIN = 1.5
 # Row counts within this factor of the baseline's never stop a span.
@@ -30,8 +31,8 @@ MIN_VOLUME_BAND = 1.5
 RULE = (
     "k = margin x max over month pairs and span halves of value x n_eff^p (p = 1 for jsd, 1/2 otherwise); "
     "limit = max(k / n_eff^p, floor); "
-    "volume: [smallest ratio / margin, largest ratio x margin], at least [1/{band}, {band}]"
-).format(band=MIN_VOLUME_BAND)
+    f"volume: [smallest ratio / margin, largest ratio x margin], at least [1/{MIN_VOLUME_BAND}, {MIN_VOLUME_BAND}]"
+)
 
 
 def measure_history(spans_and_stats: Iterable[tuple[int, object]], features: list[str]) -> list[dict]:

@@ -23,6 +23,7 @@ import os
 import tensorflow_data_validation as tfdv
 from tensorflow_data_validation.utils import anomalies_util
 from tensorflow_metadata.proto.v0 import anomalies_pb2
+
 # The modules behind tfx.v1.dsl.components and tfx.v1.types, imported directly: `tfx.v1`
 # also imports its Google Cloud extensions (7.6 s on this machine), which every node task
 # that loads this executor would pay.
@@ -32,11 +33,13 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.artifact import Artifact
 from tfx.utils import io_utils
 
-from components.data_gate import measures, policy as gate_policy
+from components.data_gate import measures
+from components.data_gate import policy as gate_policy
+from core import files, layout
 
-REPORT_FILE = "report.json"
+REPORT_FILE = layout.GATE_REPORT
 BASELINE_STATS_FILE = "FeatureStats.pb"
-STOPPED_DIR = "stopped"
+STOPPED_DIR = os.path.basename(layout.GATE_STOPPED_DIR)  # beside the node's output folders
 
 
 class DataGateReport(Artifact):
@@ -284,9 +287,7 @@ def DataGate(
             f"span-{span}-{os.path.basename(report.uri)}",
         )
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, REPORT_FILE)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2, sort_keys=True)
+    path = files.write_text(os.path.join(folder, REPORT_FILE), json.dumps(result, indent=2, sort_keys=True))
     # Kept with the report: the next span's drift baseline, if this span passes.
     with open(os.path.join(folder, BASELINE_STATS_FILE), "wb") as f:
         f.write(current.SerializeToString())

@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-VERDICT_FILE = "significance.json"
+from core import layout
+
+VERDICT_FILE = layout.SIGNIFICANCE_FILE
 CANDIDATE, BASELINE = "candidate", "baseline"
 
 

@@ -9,7 +9,7 @@ the accelerator never waits on the CPU. Order is deterministic only when asked f
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import tensorflow as tf
 

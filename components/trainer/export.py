@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import os
 
+import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.saved_model import fingerprinting_utils  # no public writer in TF 2.16
 
-CLASSIFY = "tensorflow/serving/classify"
-REGRESS = "tensorflow/serving/regress"
+from core import files
+
+# TensorFlow's own names for TF Serving's methods.
+CLASSIFY = tf.saved_model.CLASSIFY_METHOD_NAME
+REGRESS = tf.saved_model.REGRESS_METHOD_NAME
 
 
 def set_signature_methods(saved_model_dir: str, methods: dict[str, str]) -> None:
@@ -34,8 +38,5 @@ def set_signature_methods(saved_model_dir: str, methods: dict[str, str]) -> None
         if name not in signatures:
             raise KeyError(f"signature {name!r} not in {sorted(signatures)}")
         signatures[name].method_name = method
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(proto.SerializeToString())
-    os.replace(tmp, path)
+    files.write_bytes(path, proto.SerializeToString())
     fingerprinting_utils.write_fingerprint(saved_model_dir)

@@ -4,7 +4,8 @@ so configs validate where TF is absent)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from components.trainer.precision import PRECISION_NAMES
 from components.trainer.strategy import STRATEGY_NAMES
@@ -30,7 +31,7 @@ class TrainerSettings:
     log_every_steps: int = 100
 
     @classmethod
-    def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> "TrainerSettings":
+    def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> TrainerSettings:
         """Reads `custom_config["trainer"]`.
 
         Raises:

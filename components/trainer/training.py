@@ -17,7 +17,8 @@ import platform
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tensorflow as tf
 
@@ -306,7 +307,7 @@ def train_from_fn_args(
     """
     import tensorflow_transform as tft
 
-    from retrain import keras_env
+    from core import keras_env
 
     keras_env.skip_autograph_for_libraries()
     session = setup(TrainerSettings.from_custom_config(fn_args.custom_config))

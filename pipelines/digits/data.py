@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
+from core import spans
 from pipelines.digits import features
-from retrain import spans
 
 FIRST_SPAN = 201601
 NUM_SPANS = 6
@@ -63,7 +63,7 @@ def write_spans(out_root: str, first_span: int = FIRST_SPAN, num_spans: int = NU
 if __name__ == "__main__":
     import sys
 
-    from retrain import keras_env  # noqa: F401  (before TensorFlow)
+    from core import keras_env  # noqa: F401  (before TensorFlow)
 
     if len(sys.argv) != 2:
         sys.exit("usage: python -m pipelines.digits.data OUT_ROOT")

@@ -8,44 +8,21 @@ resized inside the model. The exported `serving_default` takes serialized raw
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from components.trainer import export, training
-from components.trainer.settings import hparams_from_custom_config
 from pipelines.digits import features
+from pipelines.digits.hparams import HParams
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
     import tensorflow_transform as tft
     from tfx.components.trainer.fn_args_utils import FnArgs  # = tfx.v1.components.FnArgs
 
-ARCHITECTURES = ("resnet_small", "resnet50")
 # Keras' default 0.99 lets the inference statistics lag far behind a short training run
 # (a few hundred steps): evaluation accuracy was 0.25 against 0.97 in training.
 _BN_MOMENTUM = 0.9
-
-
-@dataclasses.dataclass(frozen=True)
-class HParams:
-    """Model settings; overridable from the pipeline config (Trainer custom_config)."""
-
-    architecture: str = "resnet_small"
-    # Side of the square image the network sees (the 8x8 input is resized to it).
-    image_size: int = features.RAW_IMAGE_SIZE
-    # resnet_small: filters of each stage; each stage is one residual block.
-    widths: tuple[int, ...] = (32, 64)
-    learning_rate: float = 0.003
-    batch_size: int = 32
-    seed: int = 42
-
-    @classmethod
-    def from_custom_config(cls, custom_config: dict[str, Any] | None) -> "HParams":
-        hparams = hparams_from_custom_config(cls, custom_config, "digits")
-        if hparams.architecture not in ARCHITECTURES:
-            raise ValueError(f"digits hparams.architecture: {hparams.architecture!r} is not one of {ARCHITECTURES}")
-        return hparams
 
 
 def _residual_block(x, filters: int, stride: int):

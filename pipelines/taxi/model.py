@@ -7,34 +7,17 @@ preprocessing that training saw (no training/serving skew).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from components.trainer import export, training
-from components.trainer.settings import hparams_from_custom_config
 from pipelines.taxi import features
+from pipelines.taxi.hparams import HParams
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
     import tensorflow_transform as tft
     from tfx.components.trainer.fn_args_utils import FnArgs  # = tfx.v1.components.FnArgs
-
-
-@dataclasses.dataclass(frozen=True)
-class HParams:
-    """Model settings; overridable from the pipeline config (Trainer custom_config)."""
-
-    hidden_units: tuple[int, ...] = (64, 32, 16)
-    learning_rate: float = 0.001
-    batch_size: int = 64
-    # Seeds weight init and shuffling: the same window and settings give the same model,
-    # so a re-run is comparable with its baseline instead of differing by noise.
-    seed: int = 42
-
-    @classmethod
-    def from_custom_config(cls, custom_config: dict[str, Any] | None) -> "HParams":
-        return hparams_from_custom_config(cls, custom_config, "taxi")
 
 
 def _build_model(vocab_sizes: dict[str, int], hparams: HParams) -> tf.keras.Model:

@@ -4,17 +4,18 @@
 MODE: complete | cached | skipped | failed | gate | hang (sleeps, with a child process)
 """
 
-import json
+import dataclasses
 import os
 import subprocess
 import sys
 import time
 
+from core.results import NodeResult, result_line
+
 mode = sys.argv[1]
 print("fake node: starting", flush=True)
 print("fake node: args " + " ".join(sys.argv[2:]), flush=True)
-result = {"node_id": "Fake", "status": mode, "execution_id": 7, "outputs": {}, "inputs": {},
-          "seconds": 0.1, "error": None, "gate_stopped": False, "gate_report": None}
+result = {"node_id": "Fake", "status": mode if mode != "gate" else "failed", "execution_id": 7, "seconds": 0.1}
 code = 0
 if mode in ("complete", "cached"):
     result["outputs"] = {"model": [{"id": 3, "uri": "/pipeline_root/Fake/model/7"}]}
@@ -29,5 +30,5 @@ elif mode == "hang":
     with open(os.environ["FAKE_PID_FILE"], "w") as f:
         f.write(f"{os.getpid()} {child.pid}")
     time.sleep(120)
-print("RESULT " + json.dumps(result), flush=True)
+print(result_line(dataclasses.replace(NodeResult("Fake", "complete"), **result)), flush=True)
 sys.exit(code)

@@ -1,7 +1,6 @@
 """The digits image pipeline end to end through `retrain run`: the same factory, gate and
 push as taxi, on the embedded 8x8 digits (encoded PNGs in tf.Examples)."""
 
-import json
 import os
 
 import numpy as np
@@ -10,7 +9,7 @@ import tensorflow as tf
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from retrain import spans
+from core import spans
 from tests.conftest import DIGITS_DATA, run_retrain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

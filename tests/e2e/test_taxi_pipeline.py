@@ -21,7 +21,8 @@ import yaml
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from retrain import preflight, spans
+from core import spans
+from runner import preflight
 from serving import history as serving_history
 from tests import corpus
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA

@@ -6,7 +6,7 @@ import pytest
 
 from pipelines import config as config_lib
 from pipelines.factory import create_pipeline
-from retrain import node_runner
+from runner import node_runner
 from tests.conftest import TAXI_CONFIG
 
 EXPECTED_UPSTREAM = {
@@ -77,7 +77,7 @@ def test_digits_uses_the_same_graph_with_tfrecord_ingestion(tmp_path):
     from tests.conftest import DIGITS_CONFIG
 
     c = config_lib.load(DIGITS_CONFIG, {"workdir": str(tmp_path), "span": 201606})
-    rename = lambda n: {"CsvExampleGen": "ImportExampleGen"}.get(n, n)  # noqa: E731
+    rename = lambda n: {"CsvExampleGen": "ImportExampleGen"}.get(n, n)
     expected = {rename(k): {rename(u) for u in v} for k, v in EXPECTED_UPSTREAM.items()}
     assert _upstream(c) == expected
 

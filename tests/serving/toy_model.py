@@ -8,11 +8,13 @@ Version k answers y = k * x, so a client can tell which version answered.
 import os
 import sys
 
-from retrain import keras_env  # noqa: F401  (before TensorFlow)
+# isort: off
+from core import keras_env  # noqa: F401  (before TensorFlow)
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from components.trainer import export  # noqa: E402
+from components.trainer import export
+# isort: on
 
 FEATURES = {"x": tf.io.FixedLenFeature([1], tf.float32)}
 

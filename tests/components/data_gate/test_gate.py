@@ -12,8 +12,9 @@ import tensorflow_data_validation as tfdv
 
 from components.data_gate import measures
 from components.data_gate.component import evaluate_gate
+from core import spans
 from pipelines import config as config_lib
-from retrain import preflight, spans
+from runner import preflight
 from tests import corpus
 from tests.conftest import TAXI_CONFIG, TAXI_DATA
 

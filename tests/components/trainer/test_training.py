@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from components.trainer import dataset, precision, provenance
 from components.trainer.warm_start import warm_start_from
-from tests.conftest import REPO
 from tests.components.trainer import toy_job
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from retrain import keras_env  # noqa: F401  (before TensorFlow)
+from core import keras_env  # noqa: F401  (before TensorFlow)
 
 FEATURE_SPEC_DIM = 4
 

@@ -2,8 +2,9 @@
 
 import pytest
 
+from core import spans
 from pipelines.digits import data
-from retrain import preflight, spans
+from runner import preflight
 from tests.conftest import DIGITS_DATA, REPO
 
 

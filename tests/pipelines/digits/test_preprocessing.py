@@ -8,7 +8,7 @@ from sklearn.datasets import load_digits
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipelines.digits import features, preprocessing
-from retrain import preflight
+from runner import preflight
 from tests.conftest import REPO
 
 SCHEMA = f"{REPO}/schemas/digits/schema.pbtxt"

@@ -1,7 +1,7 @@
 """Feature invariants: names are unique, every raw feature is in the curated schema."""
 
 from pipelines.taxi import features
-from retrain import preflight
+from runner import preflight
 from tests.conftest import TAXI_SCHEMA
 
 

@@ -9,7 +9,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipelines.taxi import features, preprocessing
-from retrain import preflight
+from runner import preflight
 from tests.conftest import TAXI_SCHEMA, TESTDATA
 
 # Transform's output schema, fixed: a change here changes what the model and serving see.

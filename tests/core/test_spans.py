@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from retrain import spans
+from core import spans
 from tests.conftest import TAXI_DATA
 
 

@@ -13,10 +13,11 @@ import os
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from retrain import spans
+from core import spans
+from core.errors import BadInput
 
 
-class InputError(ValueError):
+class InputError(BadInput):
     """Bad input to a run: data folder, span, data files or schema."""
 
 

@@ -13,7 +13,9 @@ import datetime as dt
 import os
 import re
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
+
+from core.errors import BadInput
 
 SPAN_DIR_PREFIX = "span-"
 # The file pattern of a span's files, per example format.
@@ -27,7 +29,7 @@ def span_glob(example_format: str = "csv") -> str:
 _SPAN_DIR_RE = re.compile(r"^span-(\d{6})$")
 
 
-class SpanError(ValueError):
+class SpanError(BadInput):
     """A data folder or span that cannot be used."""
 
 

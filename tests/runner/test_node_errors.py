@@ -1,6 +1,6 @@
 """A failed node's error names its root cause, not only the wrapper Beam and TFX add."""
 
-from retrain.node_runner import describe_error, failed_result
+from runner.node_runner import describe_error, failed_result
 
 
 def _wrapped():

@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 
-from retrain import spans
+from core import files, spans
 
 
 def infer_schema(data_root: str, span_numbers: list[int], out_path: str, force: bool = False) -> str:
@@ -79,9 +79,10 @@ def calibrate_gate(
 
     import yaml
 
-    from components.data_gate import calibration, policy as gate_policy
+    from components.data_gate import calibration
+    from components.data_gate import policy as gate_policy
     from pipelines import config as config_lib
-    from retrain import preflight
+    from runner import preflight
 
     if workdir:
         from governance import quarantine
@@ -114,7 +115,7 @@ def calibrate_gate(
     table_path = os.path.splitext(out_path)[0] + "_calibration.csv"
     rows = calibration.pair_table(history + noise)
     header = _POLICY_HEADER.format(pipeline=config.pipeline_name, table=os.path.basename(table_path))
-    _write_atomically(out_path, header + yaml.safe_dump(policy, sort_keys=False, width=100))
+    files.write_text(out_path, header + yaml.safe_dump(policy, sort_keys=False, width=100))
     columns = list(dict.fromkeys(key for row in rows for key in row))
     import io
 
@@ -122,7 +123,7 @@ def calibrate_gate(
     writer = csv_lib.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    _write_atomically(table_path, buffer.getvalue())
+    files.write_text(table_path, buffer.getvalue())
     try:
         config_lib.load_gate_policy(config_lib.replace(config, gate_policy=os.path.abspath(out_path)))
     except config_lib.ConfigError as e:  # what we wrote must load: a bug, not bad input
@@ -131,11 +132,3 @@ def calibrate_gate(
         "policy": out_path, "table": table_path, "pairs": len(history),
         "features": len(policy["features"]), "opt_out": len(policy["opt_out"]),
     }
-
-
-def _write_atomically(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -26,7 +26,7 @@ def test_without_it_tf_keras_would_be_keras_3():
 def test_importing_after_tensorflow_fails_loudly():
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     proc = subprocess.run(
-        [sys.executable, "-c", "import tensorflow, retrain.keras_env"],
+        [sys.executable, "-c", "import tensorflow, core.keras_env"],
         env=env, capture_output=True, text=True,
     )
-    assert proc.returncode != 0 and "imported before retrain.keras_env" in proc.stderr
+    assert proc.returncode != 0 and "imported before core.keras_env" in proc.stderr

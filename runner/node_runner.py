@@ -7,12 +7,9 @@ uses it for progress, and an orchestrator task can run exactly one node of the I
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import json
 import logging
-import os
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ml_metadata.proto import metadata_store_pb2
 from tfx.dsl.compiler import compiler
@@ -23,44 +20,12 @@ from tfx.orchestration.portable.mlmd import execution_lib
 from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate.component import is_gate_stop
-from retrain import keras_env
+from core import files, keras_env, mlmd
+from core.results import FAILED, NodeResult
+
+logger = logging.getLogger(__name__)
 
 _STATE = metadata_store_pb2.Execution.State
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeResult:
-    """What one node did. `status` is complete, cached, skipped or failed."""
-
-    node_id: str
-    status: str
-    execution_id: int | None = None
-    # Output key -> artifacts as {"id": MLMD artifact id, "uri": ...}.
-    outputs: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
-    inputs: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
-    error: str | None = None
-    # Set when the data gate refused the span (a verdict on the data, not a crash).
-    gate_stopped: bool = False
-    gate_report: str | None = None
-    approval_pending: bool = False
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> "NodeResult":
-        return cls(**json.loads(text))
-
-
-def read_only_store(metadata_path: str):
-    """A read-only MLMD store over a SQLite file (for summaries and span look-ups)."""
-    from ml_metadata import metadata_store
-
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = metadata_path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(config)
 
 
 def compile_pipeline(pipeline) -> pipeline_pb2.Pipeline:
@@ -93,20 +58,10 @@ def _connection_config(ir: pipeline_pb2.Pipeline):
     return getattr(conn, conn.WhichOneof("connection_config")), deployment
 
 
-_OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
-_INPUT_EVENTS = (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
-
-
-def _artifacts(m: metadata.Metadata, execution_id: int, event_types) -> dict[str, list[dict]]:
+def _artifacts(store, execution_id: int, event_types) -> dict[str, list[dict]]:
     """Artifacts an execution consumed or produced, by key, as {"id", "uri"}."""
-    events = m.store.get_events_by_execution_ids([execution_id])
-    ids = {}
-    for e in events:
-        if e.type in event_types:
-            key = e.path.steps[0].key if e.path.steps else ""
-            ids.setdefault(key, []).append(e.artifact_id)
-    by_id = {a.id: a.uri for a in m.store.get_artifacts_by_id([i for v in ids.values() for i in v])}
-    return {k: [{"id": i, "uri": by_id[i]} for i in v if i in by_id] for k, v in ids.items()}
+    by_key = mlmd.artifacts_by_key(store, [execution_id], event_types)[execution_id]
+    return {k: [{"id": a.id, "uri": a.uri} for a in v] for k, v in by_key.items()}
 
 
 def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
@@ -139,13 +94,13 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
         [execution] = m.store.get_executions_by_id([info.execution_id])
         status = "cached" if execution.last_known_state == _STATE.CACHED else "complete"
         if not execution_lib.is_execution_successful(execution):
-            status = "failed"
+            status = FAILED
         return NodeResult(
             node_id,
             status,
             info.execution_id,
-            outputs=_artifacts(m, info.execution_id, _OUTPUT_EVENTS),
-            inputs=_artifacts(m, info.execution_id, _INPUT_EVENTS),
+            outputs=_artifacts(m.store, info.execution_id, mlmd.OUTPUT_EVENTS),
+            inputs=_artifacts(m.store, info.execution_id, mlmd.INPUT_EVENTS),
             seconds=seconds,
         )
 
@@ -174,7 +129,7 @@ def failed_result(node_id: str, error: Exception, seconds: float) -> NodeResult:
     """The result of a node whose executor raised; tells a data-gate stop from a crash."""
     return NodeResult(
         node_id,
-        "failed",
+        FAILED,
         seconds=seconds,
         error=describe_error(error),
         gate_stopped=is_gate_stop(error),
@@ -193,11 +148,7 @@ def load_ir(path: str) -> pipeline_pb2.Pipeline:
 
 def write_ir(ir: pipeline_pb2.Pipeline, path: str) -> None:
     """Writes the IR atomically (a reader never sees half a file)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(ir.SerializeToString())
-    os.replace(tmp, path)
+    files.write_bytes(path, ir.SerializeToString())
 
 
 def run_pipeline(
@@ -222,10 +173,10 @@ def run_pipeline(
         try:
             result = run_node(bound, node_id)
         except Exception as e:  # the node's own error: report it, stop the run
-            logging.exception("Node %s failed", node_id)
+            logger.exception("Node %s failed", node_id)
             result = failed_result(node_id, e, (dt.datetime.now() - start).total_seconds())
         results.append(result)
         on_end(i, len(ids), result)
-        if result.status == "failed":
+        if result.status == FAILED:
             break
     return results

@@ -1,6 +1,6 @@
 """The terminal summary names what stopped a span and how a candidate was judged."""
 
-from retrain.summary import format_summary
+from runner.summary import format_summary
 
 
 def test_gate_stop_shows_the_feature_the_value_and_the_limit():

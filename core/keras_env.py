@@ -22,7 +22,7 @@ def ensure_legacy_keras() -> None:
         return
     if "tensorflow" in sys.modules:
         raise RuntimeError(
-            "TensorFlow was imported before retrain.keras_env; set "
+            "TensorFlow was imported before core.keras_env; set "
             f"{LEGACY_KERAS_VAR}=1 or import retrain first."
         )
     # Child processes (Beam workers, node subprocesses) inherit it, which is the point.

@@ -1,0 +1,40 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+
+def _tmp(path: str) -> str:
+    return f"{path}.tmp-{os.getpid()}"
+
+
+def write_bytes(path: str, data: bytes) -> str:
+    """Writes `data` to `path` through a temporary file and a rename; returns `path`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = _tmp(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def write_text(path: str, text: str) -> str:
+    """`write_bytes` for UTF-8 text."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def replace_dir(staging: str, target: str) -> str:
+    """Moves a fully written `staging` folder to `target`, replacing what was there."""
+    old = _tmp(target) + ".old"
+    if os.path.exists(target):
+        os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target

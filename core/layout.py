@@ -1,0 +1,66 @@
+"""Where a run's files live: the workdir, run folders, pipeline roots and reports.
+
+    <workdir>/metadata/<pipeline>.sqlite              ML Metadata (SQLite)
+    <workdir>/pipeline_root/<pipeline>/               TFX artifacts
+    <workdir>/pipeline_root/<pipeline>/governance/<run>/report.{json,html}
+    <workdir>/runs/<pipeline>/<run>/run.json          a run: inputs, pipeline.pb, nodes/<node>.json
+    <workdir>/logs/<pipeline>-<run>.log               `retrain run`'s detailed log
+    <workdir>/serving/<model>/<version>/              pushed SavedModels
+
+Run ids come from orchestrators (`scheduled__2016-12-01T00:00:00+00:00`) and are used as
+folder names only through `safe_id`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+RUNS_DIR = "runs"
+RUN_INFO = "run.json"
+RUN_IR = "pipeline.pb"
+NODES_DIR = "nodes"
+REPORT_DIR = "governance"
+REPORT_JSON = "report.json"
+REPORT_HTML = "report.html"
+# Files that nodes write into their output artifacts and that reports read back.
+GATE_REPORT = "report.json"  # DataGate's report artifact
+GATE_STOPPED_DIR = os.path.join("DataGate", "stopped")  # reports of refused spans, under the pipeline root
+SIGNIFICANCE_FILE = "significance.json"  # the Evaluator's verdict, in its evaluation artifact
+SERVING_CHECK_FILE = "serving_check.json"  # the serving check's report, in its blessing artifact
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe_id(run_id: str) -> str:
+    """A run id as a folder name: every character outside `A-Za-z0-9._-` becomes `_`."""
+    return _UNSAFE.sub("_", str(run_id))
+
+
+def pipeline_root(workdir: str, pipeline: str) -> str:
+    return os.path.join(workdir, "pipeline_root", pipeline)
+
+
+def metadata_path(workdir: str, pipeline: str) -> str:
+    return os.path.join(workdir, "metadata", f"{pipeline}.sqlite")
+
+
+def serving_root(workdir: str) -> str:
+    return os.path.join(workdir, "serving")
+
+
+def run_dir(workdir: str, pipeline: str, run_id: str) -> str:
+    """`<workdir>/runs/<pipeline>/<safe run id>` (two pipelines' DAGs share scheduled run ids)."""
+    return os.path.join(workdir, RUNS_DIR, pipeline, safe_id(run_id))
+
+
+def node_result_path(run_folder: str, node_id: str) -> str:
+    return os.path.join(run_folder, NODES_DIR, f"{node_id}.json")
+
+
+def report_dir(pipeline_root_dir: str, run_id: str) -> str:
+    return os.path.join(pipeline_root_dir, REPORT_DIR, safe_id(run_id))
+
+
+def log_path(workdir: str, pipeline: str, run_id: str) -> str:
+    return os.path.join(workdir, "logs", f"{pipeline}-{run_id.replace(':', '')}.log")

@@ -1,0 +1,138 @@
+"""Reading ML Metadata: a run's node executions with their artifacts, and an artifact's
+producer and consumers. Read-only; needs `ml_metadata` (the TFX runtime), not TFX."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ml_metadata.proto import metadata_store_pb2
+
+OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+INPUT_EVENTS = (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
+STATES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
+
+
+def read_only_store(metadata_path: str):
+    """A read-only MLMD store over a SQLite file."""
+    from ml_metadata import metadata_store
+
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = metadata_path
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(config)
+
+
+def value(v) -> Any:
+    kind = v.WhichOneof("value")
+    return getattr(v, kind) if kind else None
+
+
+def props(item) -> dict[str, Any]:
+    """Properties and custom properties of an artifact or execution, as plain values."""
+    out = {k: value(v) for k, v in item.properties.items()}
+    out.update({k: value(v) for k, v in item.custom_properties.items()})
+    return out
+
+
+@dataclasses.dataclass
+class NodeRun:
+    """One node's execution in a run, with its input and output artifacts by key."""
+
+    node_id: str
+    execution: Any
+    inputs: dict[str, list] = dataclasses.field(default_factory=dict)
+    outputs: dict[str, list] = dataclasses.field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return STATES.get(self.execution.last_known_state, "UNKNOWN")
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("COMPLETE", "CACHED")
+
+    def output(self, key: str):
+        return (self.outputs.get(key) or [None])[0]
+
+    def exec_properties(self) -> dict[str, Any]:
+        return props(self.execution)
+
+
+def artifacts_by_key(store, execution_ids: list[int], event_types) -> dict[int, dict[str, list]]:
+    """execution id -> {event key: [artifacts]} for the events of the given types."""
+    events = [e for e in store.get_events_by_execution_ids(execution_ids) if e.type in event_types]
+    artifacts = {a.id: a for a in store.get_artifacts_by_id(sorted({e.artifact_id for e in events}))}
+    out: dict[int, dict[str, list]] = {i: {} for i in execution_ids}
+    for e in events:
+        if e.artifact_id in artifacts:
+            key = e.path.steps[0].key if e.path.steps else ""
+            out[e.execution_id].setdefault(key, []).append(artifacts[e.artifact_id])
+    return out
+
+
+def outputs_of(store, execution_id: int) -> dict[str, list]:
+    return artifacts_by_key(store, [execution_id], OUTPUT_EVENTS)[execution_id]
+
+
+def inputs_of(store, execution_id: int) -> dict[str, list]:
+    return artifacts_by_key(store, [execution_id], INPUT_EVENTS)[execution_id]
+
+
+def _node_id(store, execution) -> str:
+    node_type = store.get_context_type("node").id
+    names = [c.name for c in store.get_contexts_by_execution(execution.id) if c.type_id == node_type]
+    return names[0].split(".", 1)[1] if names else "?"
+
+
+def run_nodes(store, pipeline: str, run_id: str) -> dict[str, NodeRun]:
+    """Every node execution of one pipeline run, with its input and output artifacts.
+
+    Returns {} when MLMD has no such run.
+    """
+    ctx = store.get_context_by_type_and_name("pipeline_run", run_id)
+    if ctx is None:
+        return {}
+    node_type = store.get_context_type("node").id
+    nodes: dict[str, NodeRun] = {}
+    prefix = f"{pipeline}."
+    for execution in sorted(store.get_executions_by_context(ctx.id), key=lambda e: e.id):
+        names = [c.name for c in store.get_contexts_by_execution(execution.id)
+                 if c.name.startswith(prefix) and c.type_id == node_type]
+        if names:
+            node_id = names[0][len(prefix):]
+            nodes[node_id] = NodeRun(node_id, execution)  # the latest attempt wins
+    ids = [n.execution.id for n in nodes.values()]
+    if ids:
+        inputs = artifacts_by_key(store, ids, INPUT_EVENTS)
+        outputs = artifacts_by_key(store, ids, OUTPUT_EVENTS)
+        for n in nodes.values():
+            n.inputs, n.outputs = inputs[n.execution.id], outputs[n.execution.id]
+    return nodes
+
+
+def producer(store, artifact_id: int):
+    """(execution, node id) that output an artifact, or (None, None)."""
+    for e in store.get_events_by_artifact_ids([artifact_id]):
+        if e.type in OUTPUT_EVENTS:
+            [execution] = store.get_executions_by_id([e.execution_id])
+            return execution, _node_id(store, execution)
+    return None, None
+
+
+def consumers(store, artifact_id: int) -> list[tuple[Any, str]]:
+    """(execution, node id) of every execution that read an artifact."""
+    out = []
+    for e in store.get_events_by_artifact_ids([artifact_id]):
+        if e.type in INPUT_EVENTS:
+            [execution] = store.get_executions_by_id([e.execution_id])
+            out.append((execution, _node_id(store, execution)))
+    return out
+
+
+def run_id_of(store, execution) -> str | None:
+    ctx_type = store.get_context_type("pipeline_run")
+    for c in store.get_contexts_by_execution(execution.id):
+        if c.type_id == ctx_type.id:
+            return c.name
+    return None

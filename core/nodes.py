@@ -1,0 +1,27 @@
+"""The pipeline's node ids: what MLMD contexts, run folders, DAG tasks and reports are keyed by.
+
+`pipelines.factory` builds the nodes with these ids (and re-exports them); readers of a
+run (`governance.record`, the runner's backfill, the Airflow DAG's approval wiring) use
+the constants, never string literals.
+"""
+
+CSV_EXAMPLE_GEN = "CsvExampleGen"
+IMPORT_EXAMPLE_GEN = "ImportExampleGen"
+EXAMPLE_GENS = (CSV_EXAMPLE_GEN, IMPORT_EXAMPLE_GEN)
+STATISTICS_GEN = "StatisticsGen"
+SCHEMA_GEN = "ImportSchemaGen"
+EXAMPLE_VALIDATOR = "ExampleValidator"
+BASELINE_RESOLVER = "baseline_resolver"
+DATA_GATE = "DataGate"
+WINDOW_RESOLVER = "span_window_resolver"
+TRANSFORM = "Transform"
+TRAINER = "Trainer"
+MODEL_RESOLVER = "latest_blessed_model_resolver"
+EVALUATOR = "Evaluator"
+SERVING_CHECK = "ServingCheck"
+APPROVAL_GATE = "ApprovalGate"
+PUSHER = "AtomicPusher"  # TFX's Pusher with an atomic executor (components/atomic_pusher)
+
+# After ingestion, a backfilled span goes through validation and the gate too, so that
+# only spans that passed reach the training window and serve as drift baselines.
+BACKFILL_AFTER_INGEST = (STATISTICS_GEN, SCHEMA_GEN, EXAMPLE_VALIDATOR, BASELINE_RESOLVER, DATA_GATE)

@@ -1,0 +1,433 @@
+"""The record of one pipeline run: the single reader of what a run did.
+
+One function, `read`, turns a run's ML Metadata executions and artifacts (plus the run
+folder's node results, when the runner left them) into typed sections: data, schema,
+gate, transform, training, evaluation, serving check, approval, push. `classify` derives
+the one `Outcome` from those sections. The CLI summary, the governance report, `retrain
+models` and the exit code all read a `RunRecord`, so they cannot disagree.
+
+Values come from MLMD and from the files nodes wrote into their artifacts (statistics,
+the gate report, TFMA's metrics and validation, the significance verdict, the serving
+check), never from variables a runner passed around.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import glob
+import hashlib
+import json
+import os
+from typing import Any
+
+from core import layout
+from core import nodes as N
+from core import outcome as outcomes
+from core import spans as span_lib
+from core.mlmd import NodeRun, props, run_nodes
+from core.outcome import Outcome
+from core.results import CACHED, COMPLETE, FAILED, SKIPPED, NodeResult
+
+# MLMD execution states as the runner's node statuses (a node that never ran has none).
+_STATUS_OF_STATE = {"COMPLETE": COMPLETE, "CACHED": CACHED, "FAILED": FAILED, "CANCELED": SKIPPED,
+                    "RUNNING": "running", "NEW": "running"}
+KEY_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy")
+
+
+@dataclasses.dataclass
+class NodeState:
+    """One node of the run, merged from MLMD (state, execution) and the runner's result."""
+
+    node_id: str
+    status: str  # complete, cached, skipped, failed (or running while MLMD says so)
+    execution_id: int | None = None
+    state: str | None = None  # MLMD's execution state
+    started: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+    gate_stopped: bool = False
+    approval_pending: bool = False
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """Everything a run recorded, by section; None where the run did not get that far."""
+
+    pipeline: str
+    run_id: str
+    nodes: dict[str, NodeState]
+    data: dict[str, Any]
+    schema: dict | None = None
+    data_gate: dict | None = None
+    quarantine: list[dict] = dataclasses.field(default_factory=list)
+    transform: dict | None = None
+    trainer: dict | None = None
+    model: dict | None = None
+    code: dict | None = None
+    training: dict | None = None
+    baseline_model: dict | None = None
+    evaluation: dict | None = None
+    blessed: bool | None = None
+    serving_check: dict | None = None
+    approval: dict | None = None
+    push: dict = dataclasses.field(default_factory=lambda: {"pushed": False})
+    backfilled_spans: list[int] = dataclasses.field(default_factory=list)
+    outcome: Outcome = Outcome(outcomes.NOT_PUSHED)
+
+    @property
+    def span(self) -> int | None:
+        return self.data.get("span")
+
+    @property
+    def failed_node(self) -> NodeState | None:
+        return next((n for n in self.nodes.values() if n.status == FAILED), None)
+
+    @property
+    def error(self) -> str | None:
+        failed = self.failed_node
+        return failed.error if failed else None
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["nodes"] = {k: {f: v for f, v in n.items() if v not in (None, False) or f == "status"}
+                        for k, n in out["nodes"].items()}
+        out["outcome"] = self.outcome.name
+        out["outcome_reason"] = self.outcome.reason
+        out["error"] = self.error
+        return out
+
+
+def _time(ms: int) -> str | None:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="seconds") if ms else None
+
+
+def read_stats_file(path: str):
+    """The first dataset of a FeatureStats.pb, or None if there is no such file."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2  # protos only, no TensorFlow
+
+    if not os.path.exists(path):
+        return None
+    stats = statistics_pb2.DatasetFeatureStatisticsList()
+    with open(path, "rb") as f:
+        stats.ParseFromString(f.read())
+    return stats.datasets[0]
+
+
+def _read_stats(uri: str, split: str):
+    return read_stats_file(os.path.join(uri, f"Split-{split}", "FeatureStats.pb"))
+
+
+def split_row_counts(statistics_uri: str) -> dict[str, int]:
+    """Rows per split from StatisticsGen's FeatureStats.pb files."""
+    rows = {}
+    for entry in sorted(os.listdir(statistics_uri)):
+        ds = _read_stats(statistics_uri, entry[len("Split-"):]) if entry.startswith("Split-") else None
+        if ds is not None:
+            rows[entry[len("Split-"):]] = int(ds.num_examples)
+    return rows
+
+
+def feature_summary(dataset) -> list[dict]:
+    """Per feature: type, missing fraction, numeric moments and histogram, or top values."""
+    out = []
+    n = dataset.num_examples or 1
+    for feature in dataset.features:
+        name = feature.path.step[0] if feature.path.step else feature.name
+        entry: dict[str, Any] = {"name": name}
+        if feature.HasField("num_stats"):
+            s = feature.num_stats
+            entry.update(
+                kind="numeric", missing=round(s.common_stats.num_missing / n, 4), mean=round(s.mean, 4),
+                std=round(s.std_dev, 4), min=s.min, max=s.max, zeros=s.num_zeros,
+                histogram=[
+                    {"low": b.low_value, "high": b.high_value, "count": b.sample_count}
+                    for h in s.histograms if h.type == h.STANDARD for b in h.buckets
+                ],
+            )
+        elif feature.HasField("string_stats") and all(
+                v.value.startswith("__BYTES_VALUE__") for v in feature.string_stats.top_values):
+            # Binary values (encoded images): TFDV keeps no meaningful top values.
+            entry.update(kind="bytes", missing=round(feature.string_stats.common_stats.num_missing / n, 4),
+                         unique=feature.string_stats.unique)
+        elif feature.HasField("string_stats"):
+            s = feature.string_stats
+            entry.update(
+                kind="categorical", missing=round(s.common_stats.num_missing / n, 4), unique=s.unique,
+                top=[{"value": v.value, "count": v.frequency} for v in s.top_values[:10]],
+            )
+        elif feature.HasField("bytes_stats"):
+            s = feature.bytes_stats
+            entry.update(kind="bytes", missing=round(s.common_stats.num_missing / n, 4),
+                         avg_bytes=round(s.avg_num_bytes, 1), unique=s.unique)
+        out.append(entry)
+    return out
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _json_prop(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _read_json(path: str | None) -> dict | None:
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_significance(evaluation_uri: str) -> dict | None:
+    """The Evaluator's verdict (`components/evaluator`): intervals, verdicts, reasons."""
+    return _read_json(os.path.join(evaluation_uri, layout.SIGNIFICANCE_FILE))
+
+
+def evaluation(evaluation_uri: str, eval_config_json: str | None = None) -> dict:
+    """TFMA's metrics per slice and model, its validation, the thresholds and the verdict."""
+    import tensorflow_model_analysis as tfma  # heavy; only where an evaluation exists
+
+    overall: dict[str, dict] = {}
+    slices: dict[str, dict] = {}
+    for record in tfma.load_metrics(evaluation_uri):
+        keys = record.slice_key.single_slice_keys
+        slice_name = "overall" if not keys else ", ".join(
+            f"{k.column}={getattr(k, k.WhichOneof('kind'))}" for k in keys)
+        for kv in record.metric_keys_and_values:
+            if not kv.value.HasField("double_value"):
+                continue
+            model = kv.key.model_name or "candidate"
+            role = f"{model}_diff" if kv.key.is_diff else model
+            target = overall if not keys else slices.setdefault(slice_name, {})
+            target.setdefault(kv.key.name, {})[role] = round(kv.value.double_value.value, 5)
+    validation = tfma.load_validation_result(evaluation_uri)
+    failures = [
+        {"slice": str(v.slice_key) or "overall", "metric": f.metric_key.name,
+         "value": round(f.metric_value.double_value.value, 5),
+         "message": f.message or str(f.metric_threshold).replace("\n", " ").strip(),
+         "threshold": str(f.metric_threshold).replace("\n", " ").strip()}
+        for v in validation.metric_validations_per_slice for f in v.failures
+    ]
+    thresholds = []
+    for spec in (json.loads(eval_config_json) if eval_config_json else {}).get("metrics_specs", []):
+        for metric in spec.get("metrics", []):
+            for pst in metric.get("per_slice_thresholds", []):
+                t = pst.get("threshold", {})
+                failed = [f for f in failures if f["metric"].lower() == metric["class_name"].lower()
+                          or f["metric"].replace("_", "") == metric["class_name"].lower()]
+                thresholds.append({
+                    "metric": metric["class_name"], "slice": "overall",
+                    "value_threshold": t.get("value_threshold"), "change_threshold": t.get("change_threshold"),
+                    "passed": not failed,
+                })
+    return {
+        "overall": overall,
+        "slices": dict(sorted(slices.items())),
+        "validation_ok": validation.validation_ok,
+        "failures": failures,
+        "thresholds": thresholds,
+        "significance": read_significance(evaluation_uri),
+        "path": evaluation_uri,
+    }
+
+
+def _quarantine(store, pipeline: str, span) -> list[dict]:
+    """Quarantine decisions on this span and on the spans it was compared with or may
+    train on: the last 24 months up to it."""
+    from governance import quarantine
+
+    if span is None:
+        return []
+    first = span_lib.shift_span(int(span), -24)
+    return [d for d in quarantine.decisions(store, pipeline) if first <= int(d["span"]) <= int(span)]
+
+
+def _node_states(mlmd_nodes: dict[str, NodeRun], results: list[NodeResult] | None) -> dict[str, NodeState]:
+    """The runner's results in run order, completed with MLMD's executions (and vice versa)."""
+    states: dict[str, NodeState] = {}
+    for r in results or []:
+        states[r.node_id] = NodeState(r.node_id, r.status, r.execution_id, seconds=round(r.seconds, 1),
+                                      error=r.error, gate_stopped=r.gate_stopped, approval_pending=r.approval_pending)
+    for node_id, n in mlmd_nodes.items():
+        state = states.get(node_id)
+        if state is None:
+            error = (props(n.execution).get("__execution_result__") or None) if n.state == "FAILED" else None
+            state = states[node_id] = NodeState(node_id, _STATUS_OF_STATE.get(n.state, n.state.lower()),
+                                                n.execution.id, error=error)
+        state.state = n.state
+        state.started = _time(n.execution.create_time_since_epoch)
+        state.execution_id = state.execution_id or n.execution.id
+    return states
+
+
+def classify(record: RunRecord) -> Outcome:
+    """The run's one outcome, from its sections: the ladder every reader shares."""
+    if record.push.get("pushed"):
+        return Outcome(outcomes.PUSHED)
+    gate = record.data_gate
+    failed = record.failed_node
+    if (gate and not gate.get("passed")) or (failed and failed.gate_stopped):
+        features = ", ".join((gate or {}).get("blocking_features") or [])
+        return Outcome(outcomes.STOPPED_BY_DATA_GATE, f"stopped by the data gate: {features}")
+    if failed is not None:
+        if failed.approval_pending or (failed.node_id == N.APPROVAL_GATE and record.approval is None):
+            return Outcome(outcomes.AWAITING_APPROVAL, failed.error or "no reviewer decision recorded")
+        return Outcome.failed_at(failed.node_id, f"node {failed.node_id} did not finish"
+                                 + (f": {failed.error}" if failed.error else f" ({failed.state})"))
+    if record.blessed is False:
+        verdict = (record.evaluation or {}).get("significance") or {}
+        fails = (record.evaluation or {}).get("failures") or []
+        reason = "; ".join(verdict.get("reasons") or []) or "; ".join(
+            f"{f['metric']} on {f['slice']} = {f['value']}" for f in fails)
+        return Outcome(outcomes.NOT_BLESSED, "not blessed by the Evaluator" + (f": {reason}" if reason else ""))
+    check = record.serving_check
+    if check and not check.get("passed"):
+        return Outcome(outcomes.FAILED_SERVING_CHECK, "failed the serving check: " + "; ".join(check.get("reasons") or []))
+    if record.approval and record.approval.get("decision") != "approve":
+        return Outcome(outcomes.REJECTED, f"rejected by {record.approval.get('reviewer')}: "
+                       f"{record.approval.get('comment') or 'no comment'}")
+    if N.TRAINER not in record.nodes:
+        return Outcome(outcomes.NOT_PUSHED, "the run did not reach training")
+    return Outcome(outcomes.NOT_PUSHED, "the pipeline did not push (see the node states)")
+
+
+def read(store, pipeline: str, pipeline_root: str, run_id: str,
+         results: list[NodeResult] | None = None, backfilled: list[int] | None = None,
+         span: int | None = None) -> RunRecord:
+    """The record of a run, from MLMD, the artifacts and (if given) the runner's node results.
+
+    Raises:
+      LookupError: neither MLMD nor the results know this run.
+    """
+    mlmd_nodes = run_nodes(store, pipeline, run_id)
+    if not mlmd_nodes and not results:
+        raise LookupError(f"MLMD has no run {run_id!r} of pipeline {pipeline!r}")
+    r = RunRecord(pipeline, run_id, _node_states(mlmd_nodes, results), data={"span": span, "rows": None},
+                  backfilled_spans=list(backfilled or []))
+    nodes = mlmd_nodes
+
+    gen = next((nodes[k] for k in N.EXAMPLE_GENS if k in nodes), None)
+    examples = gen.output("examples") if gen else None
+    if examples is not None:
+        r.data.update(span=props(examples).get("span"), examples_uri=examples.uri)
+    stats = nodes.get(N.STATISTICS_GEN)
+    stats_artifact = stats.output("statistics") if stats else None
+    if stats_artifact is not None:
+        r.data["rows"] = split_row_counts(stats_artifact.uri)
+        current = _read_stats(stats_artifact.uri, "train")
+        r.data["features"] = feature_summary(current) if current else []
+        r.data["statistics_uri"] = stats_artifact.uri
+
+    schema_node = nodes.get(N.SCHEMA_GEN)
+    schema = schema_node.output("schema") if schema_node else None
+    if schema is not None:
+        path = os.path.join(schema.uri, "schema.pbtxt")
+        r.schema = {"source": schema_node.exec_properties().get("schema_file"), "path": path,
+                    "sha256": _sha256(path) if os.path.exists(path) else None}
+
+    gate = nodes.get(N.DATA_GATE)
+    if gate is not None:
+        report = gate.output("report")
+        path = os.path.join(report.uri, layout.GATE_REPORT) if report else None
+        if not path or not os.path.exists(path):
+            found = glob.glob(os.path.join(pipeline_root, layout.GATE_STOPPED_DIR, f"span-*-{gate.execution.id}",
+                                           layout.GATE_REPORT))
+            path = found[0] if found else None
+            if path is None and results:
+                path = next((x.gate_report for x in results if x.node_id == N.DATA_GATE and x.gate_report), None)
+        gate_report = _read_json(path)
+        if gate_report is not None:
+            r.data_gate = {**gate_report, "report": path}
+            baseline = (gate.inputs.get("baseline") or [None])[0]
+            if baseline is not None:
+                base = read_stats_file(os.path.join(baseline.uri, "FeatureStats.pb"))
+                r.data["baseline_span"] = props(baseline).get("span")
+                r.data["baseline_features"] = feature_summary(base) if base else []
+
+    r.quarantine = _quarantine(store, pipeline, r.span)
+
+    transform = nodes.get(N.TRANSFORM)
+    if transform is not None:
+        window = sorted(transform.inputs.get("examples", []), key=lambda a: props(a).get("span", 0))
+        r.data["window"] = [{"span": props(a).get("span"), "artifact_id": a.id, "uri": a.uri} for a in window]
+        p = transform.exec_properties()
+        r.transform = {k: _json_prop(p.get(k)) for k in ("preprocessing_fn", "force_tf_compat_v1", "disable_statistics",
+                                                         "materialize", "custom_config") if k in p}
+        graph = transform.output("transform_graph")
+        r.transform["transform_graph"] = graph.uri if graph else None
+
+    trainer = nodes.get(N.TRAINER)
+    model = trainer.output("model") if trainer else None
+    if trainer is not None:
+        p = trainer.exec_properties()
+        r.trainer = {k: _json_prop(p.get(k)) for k in ("run_fn", "train_args", "eval_args", "custom_config") if k in p}
+    if model is not None:
+        mp = props(model)
+        r.model = {"artifact_id": model.id, "uri": model.uri, "created": _time(model.create_time_since_epoch)}
+        r.code = {k[len("code_"):]: mp[k] for k in mp if k.startswith("code_")}
+        if "git_dirty" in r.code:
+            r.code["git_dirty"] = bool(r.code["git_dirty"])
+        r.training = {k[len("training_"):]: _json_prop(mp[k]) for k in sorted(mp) if k.startswith("training_")}
+        full = _read_json(os.path.join(model.uri, "Format-Serving", "assets.extra", "training_provenance.json"))
+        if full is not None:
+            r.training["loss_curve"] = full.get("loss_curve", [])
+            r.training["final_metrics"] = full.get("final_metrics", {})
+
+    # The model the Evaluator compared against (its input; the resolver node records no output events).
+    resolver = nodes.get(N.MODEL_RESOLVER)
+    evaluator = nodes.get(N.EVALUATOR)
+    baseline_model = (evaluator.inputs.get("baseline_model") or [None])[0] if evaluator else None
+    baseline_model = baseline_model or (resolver.output("model") if resolver else None)
+    if baseline_model is not None:
+        r.baseline_model = {"artifact_id": baseline_model.id, "uri": baseline_model.uri}
+    if evaluator is not None and evaluator.output("evaluation") is not None:
+        r.evaluation = evaluation(evaluator.output("evaluation").uri, evaluator.exec_properties().get("eval_config"))
+    if evaluator is not None and evaluator.output("blessing") is not None:
+        r.blessed = bool(props(evaluator.output("blessing")).get("blessed"))
+
+    check = nodes.get(N.SERVING_CHECK)
+    if check is not None and check.output("blessing") is not None:
+        path = os.path.join(check.output("blessing").uri, layout.SERVING_CHECK_FILE)
+        found = _read_json(path)
+        r.serving_check = {**found, "report": path} if found is not None else None
+
+    approval = nodes.get(N.APPROVAL_GATE)
+    if approval is not None and approval.output("approval") is not None:
+        r.approval = {k: v for k, v in props(approval.output("approval")).items()
+                      if k in ("decision", "reviewer", "comment", "decided_at", "source")}
+
+    pusher = nodes.get(N.PUSHER)
+    pushed = pusher.output("pushed_model") if pusher else None
+    pp = props(pushed) if pushed is not None else {}
+    if pp.get("pushed"):
+        r.push = {"pushed": True, "version": pp.get("pushed_version"), "path": pp.get("pushed_destination"),
+                  "time": _time(pushed.create_time_since_epoch), "already_serving": bool(pp.get("already_pushed"))}
+    r.outcome = classify(r)
+    if not r.push.get("pushed"):
+        r.push = {"pushed": False, "reason": r.outcome.reason}
+    return r
+
+
+def read_folder(folder: str, store=None) -> RunRecord:
+    """The record of the run whose run folder this is (`core.run_folder`).
+
+    Raises:
+      LookupError: neither MLMD nor the folder knows the run.
+    """
+    from core import run_folder
+    from core.mlmd import read_only_store
+
+    info = run_folder.read_info(folder)
+    pipeline_root = info.get("pipeline_root") or layout.pipeline_root(
+        os.path.dirname(os.path.dirname(info["metadata_path"])), info["pipeline"])
+    if store is None:
+        store = read_only_store(info["metadata_path"])
+    return read(store, info["pipeline"], pipeline_root, info["run_id"],
+                run_folder.read_results(folder), info.get("backfilled_spans"), info.get("span"))

@@ -1,0 +1,32 @@
+"""The digits model's settings (TensorFlow-free: the config loader checks `hparams:` with it)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from components.trainer.settings import hparams_from_custom_config
+from pipelines.digits import features
+
+ARCHITECTURES = ("resnet_small", "resnet50")
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """Model settings; overridable from the pipeline config (`hparams:`, Trainer custom_config)."""
+
+    architecture: str = "resnet_small"
+    # Side of the square image the network sees (the 8x8 input is resized to it).
+    image_size: int = features.RAW_IMAGE_SIZE
+    # resnet_small: filters of each stage; each stage is one residual block.
+    widths: tuple[int, ...] = (32, 64)
+    learning_rate: float = 0.003
+    batch_size: int = 32
+    seed: int = 42
+
+    @classmethod
+    def from_custom_config(cls, custom_config: dict[str, Any] | None) -> HParams:
+        hparams = hparams_from_custom_config(cls, custom_config, "digits")
+        if hparams.architecture not in ARCHITECTURES:
+            raise ValueError(f"digits hparams.architecture: {hparams.architecture!r} is not one of {ARCHITECTURES}")
+        return hparams

@@ -1,0 +1,115 @@
+"""`retrain report`, `retrain models`, `retrain lineage`, `retrain approve`: governance in the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from core import exit_codes, layout
+from core.errors import BadInput
+from retrain import options
+
+
+def add_parsers(sub) -> None:
+    rep = sub.add_parser("report", help="write a run's governance report (HTML + JSON) from ML Metadata")
+    options.add_run_dir_options(rep)
+
+    models = sub.add_parser("models", help="every candidate model: run, span, metrics, blessed, pushed, served")
+    models.add_argument("--config", default=options.DEFAULT_CONFIG)
+    models.add_argument("--workdir", default="work")
+    models.add_argument("--model", help="model name (default: the config's)")
+    models.add_argument("--json", action="store_true")
+
+    lin = sub.add_parser("lineage", help="the chain from data spans to a pushed version")
+    lin.add_argument("model")
+    lin.add_argument("version", type=int)
+    lin.add_argument("--config", help="default: pipelines/<model>/config.yaml")
+    lin.add_argument("--workdir", default="work")
+
+    app = sub.add_parser("approve", help="record a reviewer's decision on a candidate before it is pushed")
+    app.add_argument("--config", default=options.DEFAULT_CONFIG)
+    app.add_argument("--workdir", default="work")
+    app.add_argument("--model-id", type=int, help="the candidate's MLMD model id (see the awaiting-approval message)")
+    app.add_argument("--pipeline", help="with --run-id: find the candidate of an orchestrated run")
+    app.add_argument("--run-id")
+    app.add_argument("--decision", required=True, help="approve or reject (Airflow's Approve/Reject too)")
+    app.add_argument("--reviewer", required=True)
+    app.add_argument("--comment", default="")
+    app.add_argument("--source", default="cli")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from runner import runs
+
+    folder = options.run_folder(args)
+    try:
+        written = runs.write_report(folder)
+    except LookupError as e:
+        sys.stderr.write(f"retrain report: {e}\n")
+        return exit_codes.FAILED
+    sys.stderr.write(f"outcome {written['report']['outcome']}\n")
+    sys.stdout.write(f"REPORT {json.dumps({'html': written['html'], 'json': written['json'], 'with_model': written.get('with_model')})}\n")
+    return exit_codes.OK
+
+
+def _store(config):
+    from core.mlmd import read_only_store
+
+    if not os.path.exists(config.metadata_path):
+        raise BadInput(f"no ML Metadata at {config.metadata_path} (no run yet?)")
+    return read_only_store(config.metadata_path)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from governance import registry
+
+    config = options.load_config(args.config, workdir=args.workdir)
+    rows = registry.candidates(_store(config), config.pipeline_name, config.pipeline_root, config.workdir,
+                               args.model or config.model_name)
+    index = registry.write_index(rows, config.pipeline_name, config.pipeline_root)
+    if args.json:
+        sys.stdout.write(json.dumps({"index": index, "models": rows}, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(registry.format_table(rows) + f"\n\nindex: {index}\n")
+    return exit_codes.OK
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    from governance import registry
+
+    config = options.load_config(args.config or options.pipeline_config_path(args.model), workdir=args.workdir)
+    try:
+        lines = registry.chain(_store(config), args.version)
+    except LookupError as e:
+        raise BadInput(str(e)) from e
+    sys.stdout.write("\n".join(lines) + "\n")
+    return exit_codes.OK
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    from core import results
+    from governance import approval
+
+    config = options.load_config(args.config, workdir=args.workdir)
+    model_id = args.model_id
+    if model_id is None:
+        if not (args.pipeline and args.run_id):
+            raise BadInput("give --model-id, or --pipeline and --run-id")
+        from core import nodes
+
+        path = layout.node_result_path(layout.run_dir(config.workdir, args.pipeline, args.run_id), nodes.TRAINER)
+        if not os.path.exists(path):
+            raise BadInput(f"run {args.run_id} has no Trainer result ({path})")
+        with open(path, encoding="utf-8") as f:
+            model_id = results.NodeResult.from_json(f.read()).outputs["model"][0]["id"]
+    try:
+        entry = approval.record(config.pipeline_root, model_id, args.decision, args.reviewer, args.comment, args.source)
+    except ValueError as e:
+        raise BadInput(str(e)) from e
+    sys.stdout.write(f"model {model_id}: {entry['decision']} by {entry['reviewer']} recorded\n")
+    return exit_codes.OK
+
+
+COMMANDS = {"report": cmd_report, "models": cmd_models, "lineage": cmd_lineage, "approve": cmd_approve}

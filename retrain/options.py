@@ -1,0 +1,94 @@
+"""Options and terminal helpers that several `retrain` commands share."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_CONFIG = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
+_OVERRIDABLE = ("window_spans", "train_steps", "eval_steps", "beam_mode")
+
+
+def pipeline_config_path(pipeline: str) -> str:
+    """`pipelines/<name>/config.yaml` of this checkout."""
+    return os.path.join(REPO, "pipelines", pipeline, "config.yaml")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=DEFAULT_CONFIG, help="pipeline config YAML")
+    p.add_argument("--span", help="span to ingest, YYYYMM (default: the latest)")
+    p.add_argument("--window", type=int, dest="window_spans", help="spans to train on")
+    p.add_argument("--train-steps", type=int, dest="train_steps")
+    p.add_argument("--eval-steps", type=int, dest="eval_steps")
+    p.add_argument("--workdir", default="work", help="outputs, MLMD and serving dir (default ./work)")
+    p.add_argument("--data-root", dest="data_root", help="span folders (default: from config)")
+    p.add_argument("--beam-mode", choices=["in_memory", "multi_processing"], dest="beam_mode")
+    p.add_argument("--no-cache", action="store_true", help="re-run nodes whose inputs are unchanged")
+    p.add_argument("--no-backfill", action="store_true", help="don't ingest missing window spans first")
+
+
+def add_run_dir_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run-dir", help="the run folder prepare-run wrote")
+    p.add_argument("--workdir", help="with --pipeline and --run-id, instead of --run-dir")
+    p.add_argument("--pipeline", help="with --workdir: the pipeline name")
+    p.add_argument("--run-id", help="with --workdir: the orchestrator's run id")
+
+
+def run_folder(args) -> str:
+    """The prepared run's folder from the run-dir options.
+
+    Raises:
+      core.run_folder.NoRunFolder: none given, or no prepared run there (exit 2).
+    """
+    from core import run_folder as run_folder_lib
+
+    return run_folder_lib.locate(args.run_dir, args.workdir, args.pipeline, args.run_id)
+
+
+def overrides(args) -> dict:
+    """Config values the run options override (None: keep the config's)."""
+    out = {k: getattr(args, k) for k in _OVERRIDABLE}
+    if args.data_root:
+        out["data_root"] = os.path.abspath(args.data_root)
+    out["workdir"] = os.path.abspath(args.workdir)
+    if args.no_cache:
+        out["enable_cache"] = False
+    if args.no_backfill:
+        out["backfill_window"] = False
+    return out
+
+
+def load_config(path: str, workdir: str | None = None, data_root: str | None = None):
+    """A pipeline config with the workdir/data root given on the command line.
+
+    Raises:
+      pipelines.config.ConfigError: naming the field (exit 2).
+    """
+    from pipelines import config as config_lib
+
+    given = {"workdir": os.path.abspath(workdir) if workdir else None,
+             "data_root": os.path.abspath(data_root) if data_root else None}
+    return config_lib.load(path, given)
+
+
+def progress(stream=sys.stderr):
+    """(on_start, on_end) callbacks that print one line per node, with the cause of a failure."""
+
+    def on_start(i: int, n: int, node_id: str) -> None:
+        stream.write(f"[{i:>2}/{n}] {node_id:<32}")
+        stream.flush()
+
+    def on_end(i: int, n: int, result) -> None:
+        stream.write(f" {result.status:<9}{result.seconds:7.1f}s\n")
+        if result.status == "failed" and result.error:  # the cause, not only "failed"
+            stream.write(f"        {result.error}\n")
+        stream.flush()
+
+    return on_start, on_end
+
+
+def say(stream=sys.stderr):
+    """A one-argument logger for progress messages."""
+    return lambda message: (stream.write(message + "\n"), stream.flush())

@@ -1,0 +1,95 @@
+"""`retrain serve`, `retrain rollback`, `retrain serving-config`: the serving side of the CLI.
+
+`retrain serve` is `python -m serving` with the pipeline's defaults (its model, its
+workdir's models.config); the server itself lives in `serving/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from core import exit_codes, layout
+from core.errors import BadInput
+from retrain import options
+
+
+def add_parsers(sub) -> None:
+    from serving import main as serving_main
+
+    serve = sub.add_parser("serve", help="serve pushed models over TF Serving's REST and gRPC APIs")
+    serve.add_argument("--config", default=options.DEFAULT_CONFIG, help="pipeline config (its model and workdir)")
+    serve.add_argument("--workdir", default="work")
+    serving_main.add_model_options(serve)
+    serving_main.add_server_options(serve)
+
+    rb = sub.add_parser("rollback", help="serve an earlier version (pins it in models.config; deletes nothing)")
+    rb.add_argument("--model", required=True)
+    rb.add_argument("--to", type=int, help="version to serve (default: the one before the served one)")
+    rb.add_argument("--latest", action="store_true", help="undo a rollback: serve the latest version again")
+    rb.add_argument("--reason", required=True, help="recorded in the model's history")
+    rb.add_argument("--workdir", default="work")
+
+    cfg = sub.add_parser("serving-config", help="write TF Serving's models.config for the pushed models")
+    cfg.add_argument("--workdir", default="work")
+    cfg.add_argument("--base-path-prefix", help="where the serving folder is mounted, e.g. /models")
+    cfg.add_argument("--out", help="default: stdout")
+
+
+def _serving_root(args) -> str:
+    return layout.serving_root(os.path.abspath(args.workdir))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from core import logs
+    from serving import main as serving_main
+    from serving import model_config, versions
+
+    logs.configure(sys.stderr)
+    if args.model_base_path or args.model_config_file:
+        config, config_path = serving_main.model_config_from_args(args)
+    else:
+        config_path = versions.config_path(_serving_root(args))
+        if os.path.exists(config_path):
+            config = model_config.load(config_path)
+        else:
+            name = options.load_config(args.config).model_name
+            config_path = None
+            config = versions.load_or_default(_serving_root(args), name)
+    try:
+        return serving_main.serve(args, config, config_path, prog="retrain serve")
+    except OSError as e:  # e.g. the port is taken
+        raise BadInput(str(e)) from e
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from serving import versions
+
+    if args.latest:
+        entry = versions.release(_serving_root(args), args.model, args.reason)
+    else:
+        entry = versions.rollback(_serving_root(args), args.model, args.to, args.reason)
+    sys.stdout.write(
+        f"{args.model}: serving version {entry['to_version']} (was {entry['from_version']}); "
+        f"recorded in {os.path.join(_serving_root(args), args.model, 'history.jsonl')}\n"
+    )
+    return exit_codes.OK
+
+
+def cmd_serving_config(args: argparse.Namespace) -> int:
+    from serving import model_config, versions
+
+    root = _serving_root(args)
+    if not os.path.isdir(root):
+        raise BadInput(f"no serving folder {root} (nothing pushed yet?)")
+    config = versions.production_config(root, args.base_path_prefix)
+    if args.out:
+        model_config.write(config, args.out)
+        sys.stderr.write(f"wrote {args.out}\n")
+    else:
+        sys.stdout.write(model_config.dumps(config))
+    return exit_codes.OK
+
+
+COMMANDS = {"serve": cmd_serve, "rollback": cmd_rollback, "serving-config": cmd_serving_config}

@@ -1,0 +1,173 @@
+"""The run summary: the terminal's and `--json`'s view of a run's record.
+
+Every value comes from `governance.record.RunRecord` (MLMD and the artifacts nodes wrote),
+the same record the governance report and `retrain models` show, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governance.record import RunRecord
+
+_SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy", "sparse_categorical_accuracy")
+# Every summary has these keys (None when the run did not get that far).
+_SUMMARY_KEYS = (
+    "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
+    "data_gate", "training", "evaluation", "blessed", "serving_check", "pushed", "outcome", "error",
+)
+_GATE_KEYS = ("passed", "blocking_features", "anomalies", "drift", "completeness", "volume", "opt_out",
+              "baseline_span", "report")
+
+
+def _evaluation(ev: dict | None) -> dict | None:
+    if not ev:
+        return None
+    models: dict[str, dict[str, float]] = {}
+    for name, roles in ev["overall"].items():
+        if name not in _SUMMARY_METRICS:
+            continue
+        for role, value in roles.items():
+            model, diff = (role[: -len("_diff")], " (diff)") if role.endswith("_diff") else (role, "")
+            models.setdefault(model, {})[name + diff] = round(value, 4)
+    return {
+        "candidate": models.get("candidate", {}),
+        "baseline": models.get("baseline"),
+        "validation_ok": ev["validation_ok"],
+        "failures": [{k: f[k] for k in ("slice", "metric", "message", "value")} for f in ev["failures"]],
+        "significance": ev.get("significance"),
+        "path": ev.get("path"),
+    }
+
+
+def build_summary(record: RunRecord) -> dict:
+    """The summary of one run: a view of its record."""
+    gate = record.data_gate
+    check = record.serving_check
+    push = record.push
+    window = record.data.get("window")
+    summary: dict[str, Any] = {
+        "pipeline": record.pipeline,
+        "run_id": record.run_id,
+        "span": record.span,
+        "backfilled_spans": record.backfilled_spans,
+        "nodes": {k: {"status": n.status, "seconds": n.seconds} for k, n in record.nodes.items()},
+        "rows": record.data.get("rows"),
+        "window_spans": sorted(w["span"] for w in window) if window else None,
+        "data_gate": {k: gate.get(k) for k in _GATE_KEYS} if gate else None,
+        "training": {k: v for k, v in record.training.items() if k not in ("loss_curve", "final_metrics")} or None
+        if record.training else None,
+        "evaluation": _evaluation(record.evaluation),
+        "blessed": record.blessed,
+        "serving_check": {"passed": check["passed"], "reasons": check["reasons"], "latency_ms": check.get("latency_ms"),
+                          "report": check["report"]} if check else None,
+        "pushed": {"version": push.get("version"), "path": push.get("path"),
+                   "already_serving": bool(push.get("already_serving"))} if push.get("pushed") else None,
+        "outcome": record.outcome.name,
+        "error": record.error,
+    }
+    if record.approval:
+        summary["approval"] = {k: record.approval.get(k) for k in ("decision", "reviewer", "comment", "decided_at")}
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    """Human-readable summary for the terminal."""
+    summary = {**dict.fromkeys(_SUMMARY_KEYS), **summary}
+    lines = [f"Run {summary['run_id']} of pipeline {summary['pipeline']}: {summary['outcome'].upper()}"]
+    lines.append(f"  span             {summary['span']}")
+    if summary.get("seconds") is not None:
+        lines.append(f"  wall time        {summary['seconds']} s")
+    if summary["backfilled_spans"]:
+        lines.append(f"  backfilled       {', '.join(map(str, summary['backfilled_spans']))}")
+    if summary["rows"]:
+        lines.append(
+            "  rows             " + ", ".join(f"{k} {v}" for k, v in summary["rows"].items())
+        )
+    if summary["window_spans"]:
+        w = summary["window_spans"]
+        lines.append(f"  trained on       {len(w)} span(s): {w[0]}..{w[-1]}")
+    gate = summary["data_gate"]
+    if gate:
+        status = "passed" if gate["passed"] else "STOPPED: " + ", ".join(gate["blocking_features"])
+        lines.append(f"  data gate        {status}")
+        for a in gate["anomalies"]:
+            reasons = "; ".join(r["description"] or r["type"] for r in a["reasons"])
+            lines.append(f"    - {a['feature']} [{a['kind']}, {a['split']}] {reasons}")
+        base = gate["baseline_span"]
+        if base:
+            drift = gate["drift"]
+            closest = max(drift, key=lambda d: d["value"] / d["threshold"] if d["threshold"] else 0, default=None)
+            lines.append(
+                f"  checks           vs span {base}: {len(drift)} drift measures on"
+                f" {len({d['feature'] for d in drift})} features, {len(gate.get('completeness') or [])} completeness checks"
+                + (f"; closest to its limit: {closest['feature']} {closest['measure']} {closest['value']:.3g}"
+                   f" (limit {closest['threshold']:.3g})" if closest else "")
+            )
+            if gate.get("volume"):
+                lines.append(f"  volume           {gate['volume']['description']}")
+        else:
+            lines.append("  checks           no baseline span yet: schema and completeness only")
+        if gate.get("opt_out"):
+            lines.append(f"  not watched      {', '.join(sorted(gate['opt_out']))} (opted out, reasons in the report)")
+        lines.append(f"  gate report      {gate['report']}")
+    training = summary.get("training")
+    if training:
+        lines.append(
+            f"  trained with     {training.get('strategy')} strategy, {training.get('replicas')} replica(s)"
+            f" on {training.get('devices')}, {training.get('precision_policy')}"
+            + (" (loss scaling)" if training.get("loss_scaling") else "")
+        )
+        lines.append(
+            f"  training speed   {training.get('examples_per_sec')} examples/s,"
+            f" {training.get('train_steps')} steps in {training.get('train_wall_s')} s"
+            + (f", resumed at step {training['resumed_from_step']}" if training.get("resumed_from_step") else "")
+        )
+    ev = summary["evaluation"]
+    if ev:
+        cand, base = ev["candidate"], ev["baseline"]
+        for metric in ("auc", "binary_accuracy", "sparse_categorical_accuracy", "example_count"):
+            if metric in cand:
+                b = f"   baseline {base[metric]}" if base and metric in base else ""
+                lines.append(f"  {metric:<17}candidate {cand[metric]}{b}" if len(metric) < 17 else f"  {metric}  candidate {cand[metric]}{b}")
+        verdict = ev.get("significance")
+        for c in (verdict or {}).get("comparisons", []):
+            bounds = c.get("interval")
+            lines.append(
+                f"    {c['metric']} change {c['difference']:+.4f}"
+                + (f", {c['confidence']:.0%} bounds [{bounds[0]:+.4f}, {bounds[1]:+.4f}]" if bounds else "")
+                + (f", tolerated -{abs(c['tolerance']):g}" if c.get("tolerance") is not None else "")
+                + f": {c['verdict']}"
+            )
+        if verdict:
+            lines.append(
+                f"  verdict          {'blessed' if verdict['blessed'] else 'NOT blessed: ' + '; '.join(verdict['reasons'])}"
+                f" ({verdict.get('example_count') and int(verdict['example_count'])} eval examples)"
+            )
+        else:
+            for f in ev["failures"]:
+                lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")
+    if summary["blessed"] is not None:
+        lines.append(f"  blessed          {'yes' if summary['blessed'] else 'no'}")
+    check = summary.get("serving_check")
+    if check:
+        latency = check.get("latency_ms") or {}
+        lines.append(
+            "  serving check    "
+            + ("passed" if check["passed"] else "FAILED: " + "; ".join(check["reasons"]))
+            + (f" (p50 {latency['p50']} ms, p99 {latency['p99']} ms)" if latency else "")
+        )
+    approval = summary.get("approval")
+    if approval:
+        lines.append(f"  approval         {approval['decision']} by {approval['reviewer']} ({approval['decided_at']}): {approval['comment'] or ''}")
+    if summary["pushed"]:
+        p = summary["pushed"]
+        what = "already serving as version" if p["already_serving"] else "version"
+        lines.append(f"  pushed           {what} {p['version']} -> {p['path']}")
+    elif summary["outcome"] != "pushed":
+        lines.append("  pushed           nothing (serving directory unchanged)")
+    if summary["error"]:
+        lines.append(f"  error            {summary['error']}")
+    if summary.get("report"):
+        lines.append(f"  governance       {summary['report']}")
+    return "\n".join(lines)

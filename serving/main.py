@@ -1,0 +1,96 @@
+"""The model server's own entry point: `python -m serving --model-name M --model-base-path P`
+or `--model-config-file models.config`, like `tensorflow_model_server`.
+
+`retrain serve` adds the pipeline's defaults (its model and workdir) and calls `serve`;
+the pre-push serving check starts this entry point as a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from core import (
+    exit_codes,
+    keras_env,  # noqa: F401  (before TensorFlow: the same Keras as training)
+    logs,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def add_server_options(p: argparse.ArgumentParser) -> None:
+    """Network, polling, batching and size options shared with `retrain serve`."""
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    p.add_argument("--rest-port", type=int, default=8501)
+    p.add_argument("--grpc-port", type=int, default=8500)
+    p.add_argument("--poll-seconds", type=float, default=1.0)
+    p.add_argument("--max-batch-size", type=int, default=64)
+    p.add_argument("--batch-timeout-ms", type=float, default=2.0)
+    p.add_argument("--no-batching", action="store_true")
+    p.add_argument("--max-body-bytes", type=int, default=16 << 20)
+    p.add_argument("--port-file", help="write the chosen ports here (JSON) once serving")
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-name", help="serve this model from --model-base-path")
+    p.add_argument("--model-base-path", help="folder of numeric version folders")
+    p.add_argument("--model-config-file", help="TF Serving models.config")
+
+
+def serve(args: argparse.Namespace, config, config_path: str | None = None, prog: str = "serving") -> int:
+    """Starts REST and gRPC for `config` and serves until stopped.
+
+    Raises:
+      serving.errors.ServingError, OSError: the server cannot start (a port, a config).
+    """
+    from serving.batching import BatchOptions
+    from serving.server import LocalModelServer, ServerOptions
+
+    options = ServerOptions(
+        host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port, poll_seconds=args.poll_seconds,
+        max_body_bytes=args.max_body_bytes, port_file=args.port_file,
+        batch=BatchOptions(args.max_batch_size, args.batch_timeout_ms, not args.no_batching),
+    )
+    server = LocalModelServer(config, options, config_path)
+    server.start()
+    for m in config.model_config_list.config:
+        sys.stderr.write(f"{prog}: {m.name} from {m.base_path}: versions {server.manager.served_versions(m.name)}\n")
+    sys.stderr.write(f"{prog}: REST http://{args.host}:{server.rest_port}/v1/models/<name>, gRPC {args.host}:{server.grpc_port}\n")
+    server.wait()
+    return exit_codes.OK
+
+
+def model_config_from_args(args: argparse.Namespace):
+    """(config, config path or None) from --model-name/--model-base-path or --model-config-file.
+
+    Raises:
+      serving.errors.InvalidArgument: neither, or a name without a path.
+    """
+    from serving import model_config
+    from serving.errors import InvalidArgument
+
+    if args.model_base_path:
+        if not args.model_name:
+            raise InvalidArgument("--model-base-path needs --model-name")
+        return model_config.single_model(args.model_name, args.model_base_path), None
+    if args.model_config_file:
+        return model_config.load(args.model_config_file), args.model_config_file
+    raise InvalidArgument("give --model-name and --model-base-path, or --model-config-file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from serving.errors import ServingError
+
+    p = argparse.ArgumentParser(prog="python -m serving", description=__doc__.split("\n")[0])
+    add_model_options(p)
+    add_server_options(p)
+    args = p.parse_args(argv)
+    logs.configure(sys.stderr)
+    try:
+        config, config_path = model_config_from_args(args)
+        return serve(args, config, config_path)
+    except (ServingError, OSError) as e:
+        sys.stderr.write(f"serving: {e}\n")
+        return exit_codes.BAD_INPUT

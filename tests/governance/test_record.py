@@ -1,0 +1,136 @@
+"""One run record: the summary, the report, `retrain models` and the exit code agree on
+every outcome, because they all read `governance.record` (in-process, temp SQLite MLMD)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from core import exit_codes, layout, outcome, run_folder
+from core import nodes as N
+from core.results import NodeResult
+from governance import record as record_lib, registry, report as report_lib
+from runner import summary as summary_lib
+from tests.governance.fake_runs import open_store, write_run
+
+SCENARIOS = {
+    # scenario: (outcome, exit code)
+    "pushed": (outcome.PUSHED, exit_codes.OK),
+    "not_blessed": (outcome.NOT_BLESSED, exit_codes.OK),
+    "failed_serving_check": (outcome.FAILED_SERVING_CHECK, exit_codes.OK),
+    "rejected": (outcome.REJECTED, exit_codes.OK),
+    "awaiting_approval": (outcome.AWAITING_APPROVAL, exit_codes.AWAITING_APPROVAL),
+    "stopped_by_data_gate": (outcome.STOPPED_BY_DATA_GATE, exit_codes.GATE_STOPPED),
+    "trainer_crashed": ("failed_at_Trainer", exit_codes.FAILED),
+}
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    os.makedirs(tmp_path / "metadata")
+    return str(tmp_path)
+
+
+def _store(workdir):
+    return open_store(layout.metadata_path(workdir, "taxi"))
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_summary_report_registry_and_exit_code_agree(workdir, scenario):
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, scenario)
+    expected, code = SCENARIOS[scenario]
+
+    record = record_lib.read(store, "taxi", root, "run-1")
+    summary = summary_lib.build_summary(record)
+    written = report_lib.write(record, root)
+    assert record.outcome.name == summary["outcome"] == written["report"]["outcome"] == expected
+    assert outcome.exit_code(summary["outcome"]) == record.outcome.exit_code == code
+    assert os.path.exists(written["html"]) and expected.replace("_", " ").upper() in open(written["html"]).read()
+    rows = registry.candidates(store, "taxi", root, workdir, "taxi")
+    if record.model:  # runs that produced a candidate are in the registry, with the same outcome
+        [row] = rows
+        assert row["outcome"] == expected and row["run_id"] == "run-1"
+        assert row["pushed_version"] == (1700000000 if expected == outcome.PUSHED else None)
+    else:
+        assert rows == []
+    if expected != outcome.PUSHED:  # the report says why, in the words of the outcome's reason
+        assert written["report"]["push"] == {"pushed": False, "reason": record.outcome.reason}
+        assert record.outcome.reason
+
+
+def test_sections_read_back_what_the_nodes_recorded(workdir):
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, "pushed", span=201611)
+    record = record_lib.read(store, "taxi", root, "run-1")
+    assert record.span == 201611
+    assert record.data_gate["passed"] and record.data_gate["baseline_span"] == 201610
+    assert record.training == {"strategy": "default", "precision_policy": "float32"}
+    assert record.code == {"git_commit": "abc123", "git_dirty": False}
+    assert record.serving_check["latency_ms"]["p99"] == 5.0
+    assert record.approval["decision"] == "approve" and record.blessed is True
+    assert record.push["pushed"] and record.push["version"] == "1700000000"
+    summary = summary_lib.build_summary(record)
+    assert summary["pushed"] == {"version": "1700000000", "path": "/serving/taxi/1700000000", "already_serving": False}
+    assert summary["approval"]["reviewer"] == "ana"
+    assert [n for n, s in summary["nodes"].items() if s["status"] == "complete"][:2] == [N.CSV_EXAMPLE_GEN, N.STATISTICS_GEN]
+
+
+def test_gate_stop_names_the_feature_everywhere(workdir):
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, "stopped_by_data_gate")
+    record = record_lib.read(store, "taxi", root, "run-1")
+    summary = summary_lib.build_summary(record)
+    assert summary["data_gate"]["blocking_features"] == ["trip_miles"]
+    assert "STOPPED: trip_miles" in summary_lib.format_summary(summary)
+    assert record.outcome.reason == "stopped by the data gate: trip_miles"
+
+
+def test_run_folder_results_complete_what_mlmd_lacks(workdir):
+    """A node that failed before MLMD recorded an execution still decides the outcome, and
+    the runner's error text and timings reach every reader."""
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, "trainer_crashed")
+    folder = layout.run_dir(workdir, "taxi", "run-1")
+    run_folder.write_info(folder, {"run_id": "run-1", "pipeline": "taxi", "span": 201612, "pipeline_root": root,
+                                   "metadata_path": layout.metadata_path(workdir, "taxi"), "backfilled_spans": [201611],
+                                   "nodes": [N.CSV_EXAMPLE_GEN, N.TRAINER]})
+    run_folder.write_result(folder, NodeResult(N.TRAINER, "failed", seconds=3.25, error="OOM: killed"))
+    run_folder.write_result(folder, NodeResult(N.CSV_EXAMPLE_GEN, "complete", seconds=1.0))
+    record = record_lib.read_folder(folder, store)
+    assert list(record.nodes)[:2] == [N.CSV_EXAMPLE_GEN, N.TRAINER]  # run order from run.json
+    assert record.nodes[N.TRAINER].seconds == 3.2 and record.nodes[N.TRAINER].state == "FAILED"
+    assert record.outcome.name == "failed_at_Trainer" and "OOM: killed" in record.outcome.reason
+    assert record.backfilled_spans == [201611]
+    summary = summary_lib.build_summary(record)
+    assert summary["error"] == "OOM: killed" and summary["backfilled_spans"] == [201611]
+
+
+def test_an_approval_pending_result_is_awaiting_approval(workdir):
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, "awaiting_approval")
+    pending = NodeResult(N.APPROVAL_GATE, "failed", error="awaiting approval of model 3", approval_pending=True)
+    record = record_lib.read(store, "taxi", root, "run-1", results=[pending])
+    assert record.outcome.name == outcome.AWAITING_APPROVAL
+    assert record.outcome.reason == "awaiting approval of model 3"
+
+
+def test_unknown_run_is_a_lookup_error(workdir):
+    store = _store(workdir)
+    with pytest.raises(LookupError, match="no run 'nope'"):
+        record_lib.read(store, "taxi", layout.pipeline_root(workdir, "taxi"), "nope")
+
+
+def test_every_outcome_has_an_exit_code():
+    for name in (outcome.PUSHED, outcome.NOT_BLESSED, outcome.FAILED_SERVING_CHECK, outcome.REJECTED,
+                 outcome.NOT_PUSHED, outcome.STOPPED_BY_DATA_GATE, outcome.AWAITING_APPROVAL,
+                 outcome.FAILED_BACKFILLING, "failed_at_Transform"):
+        assert outcome.exit_code(name) in (0, 1, 3, 4)
+    with pytest.raises(ValueError, match="unknown run outcome"):
+        outcome.exit_code("maybe")

@@ -1,0 +1,147 @@
+"""The layer rule (docs/ARCHITECTURE.md): imports go only downward, and no module cycle.
+
+Reads every module's imports (top-level and inside functions: a lazy import is still a
+dependency) with `ast`, so it needs neither TensorFlow nor Airflow.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Package -> the project packages it may import. Bottom first.
+ALLOWED = {
+    "core": set(),
+    "serving": {"core"},
+    "governance": {"core", "serving"},
+    "components": {"core", "serving", "governance"},
+    "pipelines": {"core", "serving", "governance", "components"},
+    "airflow_tfx": {"core"},
+    "runner": {"core", "serving", "governance", "components", "pipelines", "airflow_tfx"},
+    "retrain": {"core", "serving", "governance", "components", "pipelines", "airflow_tfx", "runner"},
+    "dags": {"airflow_tfx", "core"},
+}
+PROJECT = set(ALLOWED)
+
+
+def _modules() -> dict[str, str]:
+    """Module name -> file, for every .py file of the layered packages."""
+    out = {}
+    for package in ALLOWED:
+        for root, _, names in os.walk(os.path.join(REPO, package)):
+            for name in names:
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(root, name), REPO)[:-3].replace(os.sep, ".")
+                    out[rel.removesuffix(".__init__")] = os.path.join(root, name)
+    return out
+
+
+def _imports(path: str, module: str) -> set[str]:
+    """Project modules (as dotted names) a file imports."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                parts = module.split(".")
+                base = ".".join(parts[: len(parts) - node.level + (1 if path.endswith("__init__.py") else 0)]
+                                + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return {m for m in found if m.split(".")[0] in PROJECT}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        # `from pkg import mod` names a module when one exists, else an attribute of pkg.
+        graph[name] = {m if m in modules else m.rsplit(".", 1)[0] for m in _imports(path, name)}
+        graph[name] = {m for m in graph[name] if m in modules and m != name}
+    return graph
+
+
+def upward_imports() -> list[str]:
+    return sorted(
+        f"{src} imports {dst}"
+        for src, deps in _graph().items() for dst in deps
+        if dst.split(".")[0] != src.split(".")[0] and dst.split(".")[0] not in ALLOWED[src.split(".")[0]]
+    )
+
+
+def cycles() -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    graph, index, low, stack, on, out = _graph(), {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_package_is_in_a_layer():
+    top_level = {n for n in os.listdir(REPO) if os.path.isfile(os.path.join(REPO, n, "__init__.py"))}
+    assert top_level - {"tests"} <= PROJECT, f"packages without a layer: {sorted(top_level - PROJECT - {'tests'})}"
+
+
+def test_imports_only_go_downward():
+    problems = upward_imports()
+    print(f"\nlayer rule: {len(_graph())} modules, {sum(map(len, _graph().values()))} project imports,"
+          f" {len(problems)} upward")
+    assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+def test_no_import_cycle():
+    found = cycles()
+    print(f"\nimport cycles: {len(found)}")
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_checker_sees_upward_imports_and_cycles(monkeypatch):
+    """The rule test itself fails on a violation (checked on a made-up graph)."""
+    fake = {"core.a": {"runner.b"}, "runner.b": {"core.a"}, "serving.c": set()}
+    monkeypatch.setattr(sys.modules[__name__], "_graph", lambda: fake)
+    assert upward_imports() == ["core.a imports runner.b"]
+    assert cycles() == [["core.a", "runner.b"]]
+
+
+def test_core_and_airflow_glue_import_no_tensorflow():
+    """The bottom layer and what the Airflow side imports stay light (no TF, TFX, Beam)."""
+    code = (
+        "import sys\n"
+        "import core.exit_codes, core.errors, core.files, core.layout, core.nodes, core.outcome, core.results,"
+        " core.run_folder, core.spans, core.logs, serving.layout, serving.versions, retrain.cli\n"
+        "heavy = sorted(m for m in ('tensorflow', 'tfx', 'apache_beam', 'tensorflow_model_analysis') if m in sys.modules)\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
