@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from core import files
+from core.files import write_text
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The code that decides a pipeline's nodes and edges.
@@ -62,7 +62,7 @@ def from_ir(ir: Any, config_path: str, stages: dict[str, str]) -> dict:
 
 
 def write(template: dict, path: str) -> None:
-    files.write_text(path, json.dumps(template, indent=2, sort_keys=True) + "\n")
+    write_text(path, json.dumps(template, indent=2, sort_keys=True) + "\n")
 
 
 def read(path: str, check_fresh: bool = True) -> dict:

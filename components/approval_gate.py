@@ -15,6 +15,8 @@ from tfx.types.standard_artifacts import Model
 
 from governance import approval as approvals
 
+logger = logging.getLogger(__name__)
+
 
 class ModelApproval(artifact.Artifact):
     """A human decision about one candidate model."""
@@ -40,4 +42,4 @@ def ApprovalGate(
     for key in ("decision", "reviewer", "comment", "decided_at", "source"):
         approval.set_string_custom_property(key, str(decision.get(key) or ""))
     approval.set_int_custom_property("model_id", model.id)
-    logging.info("model %d %sd by %s", model.id, decision["decision"], decision["reviewer"])
+    logger.info("model %d %sd by %s", model.id, decision["decision"], decision["reviewer"])

@@ -16,6 +16,8 @@ from tfx.types.standard_artifacts import Examples, InfraBlessing, Model
 
 from serving import check
 
+logger = logging.getLogger(__name__)
+
 
 @component
 def ServingCheck(
@@ -37,6 +39,6 @@ def ServingCheck(
     # Marker files as InfraValidator writes them, for tools that look for those.
     open(os.path.join(blessing.uri, "INFRA_BLESSED" if report["passed"] else "INFRA_NOT_BLESSED"), "w").close()
     if report["passed"]:
-        logging.info("serving check passed: %s", report)
+        logger.info("serving check passed: %s", report)
     else:
-        logging.warning("serving check FAILED, the model will not be pushed: %s", "; ".join(report["reasons"]))
+        logger.warning("serving check FAILED, the model will not be pushed: %s", "; ".join(report["reasons"]))

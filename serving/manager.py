@@ -25,6 +25,8 @@ from serving.errors import FailedPrecondition, InvalidArgument, NotFound, Servin
 from serving.layout import discover
 from serving.metrics import Metrics
 
+logger = logging.getLogger(__name__)
+
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -192,14 +194,14 @@ class ModelManager:
             try:
                 self.poll_once()
             except Exception:
-                logging.exception("model poll failed; serving continues with what is loaded")
+                logger.exception("model poll failed; serving continues with what is loaded")
 
     def _reload_config(self) -> None:
         if self._config_path:
             try:
                 self._config = model_config.load(self._config_path)
             except ServingError as e:
-                logging.error("keeping the previous model config: %s", e)
+                logger.error("keeping the previous model config: %s", e)
 
     def poll_once(self) -> None:
         self._reload_config()
@@ -231,7 +233,7 @@ class ModelManager:
             self._set_status(name, version, VersionStatus("UNLOADING"))
             served[version].close()
             self._set_status(name, version, VersionStatus("END"))
-            logging.info("unloaded %s version %d", name, version)
+            logger.info("unloaded %s version %d", name, version)
 
     def _load(self, name: str, version: int, path: str) -> Servable | None:
         self._set_status(name, version, VersionStatus("LOADING"))
@@ -242,12 +244,12 @@ class ModelManager:
         except Exception as e:  # noqa: BLE001  any load failure is reported, never fatal
             self._failed[(name, version)] = os.path.getmtime(path)
             message = f"version {version} failed to load: {type(e).__name__}: {str(e).strip()[:400]}"
-            logging.error("%s %s", name, message)
+            logger.error("%s %s", name, message)
             self._set_status(name, version, VersionStatus("END", "UNKNOWN", message))
             if self._metrics:
                 self._metrics.load_failures.labels(name).inc()
             return None
-        logging.info("loaded %s version %d in %.1f s (%d warm-up requests)", name, version,
+        logger.info("loaded %s version %d in %.1f s (%d warm-up requests)", name, version,
                      time.perf_counter() - start, warmed)
         return servable
 

@@ -18,6 +18,8 @@ from serving.errors import InvalidArgument, NotFound, ResourceExhausted, Serving
 from serving.manager import ModelManager
 from serving.metrics import Metrics
 
+logger = logging.getLogger(__name__)
+
 # /v1/models/<name>[/versions/<v>|/labels/<l>][/metadata | :predict|:classify|:regress]
 _PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)"
@@ -49,7 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def log_message(self, fmt, *args):  # one line per request at debug level, not stderr
-        logging.debug("rest %s " + fmt, self.address_string(), *args)
+        logger.debug("rest %s " + fmt, self.address_string(), *args)
 
     def _send(self, status: int, body: bytes, content_type="application/json") -> None:
         self.send_response(status)
@@ -95,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(e.http_status, {"error": str(e)})
             code = e.code
         except Exception as e:
-            logging.exception("internal error on %s %s", method, self.path)
+            logger.exception("internal error on %s %s", method, self.path)
             self._json(500, {"error": f"Internal: {type(e).__name__}: {e}"})
             code = "INTERNAL"
         self.server.metrics.requests.labels(model, api_name, code).inc()

@@ -21,6 +21,8 @@ from serving.manager import ModelManager
 from serving.metrics import Metrics
 from serving.rest import DEFAULT_MAX_BODY_BYTES, RestServer
 
+logger = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass(frozen=True)
 class ServerOptions:
@@ -49,7 +51,7 @@ class LocalModelServer:
         self.manager.start()  # first poll: loads what is there before ports are announced
         self.grpc.start()
         self._rest_thread.start()
-        logging.info("serving %s: REST on %s:%d, gRPC on %s:%d", self.manager.model_names(),
+        logger.info("serving %s: REST on %s:%d, gRPC on %s:%d", self.manager.model_names(),
                      self.options.host, self.rest_port, self.options.host, self.grpc_port)
         if self.options.port_file:
             files.write_text(self.options.port_file,

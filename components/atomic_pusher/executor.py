@@ -23,6 +23,8 @@ from tfx.utils import io_utils, proto_utils
 
 from serving import history, versions
 
+logger = logging.getLogger(__name__)
+
 _NUMERIC = re.compile(r"^\d+$")
 # TF Serving replays this file when it loads a version (written by ServingCheck).
 WARMUP_FILENAME = "tf_serving_warmup_requests"
@@ -121,7 +123,7 @@ class Executor(pusher_executor.Executor):
         if already is not None:
             # A cached re-run must not publish the same model again under a new version.
             serving_path = os.path.join(base, str(already))
-            logging.info("Model %s is already served as version %d", model.uri, already)
+            logger.info("Model %s is already served as version %d", model.uri, already)
             model_push.set_int_custom_property("already_pushed", 1)
             self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(already))
             return
@@ -140,13 +142,13 @@ class Executor(pusher_executor.Executor):
                 extra[WARMUP_PATH] = warmup
                 push_info["warmup_requests"] = True
         serving_path = atomic_copy_dir(model_path, base, version, push_info, extra)
-        logging.info("Model version %d visible at %s", version, serving_path)
+        logger.info("Model version %d visible at %s", version, serving_path)
         history.append(base, "push", version=version, model_uri=model.uri, model_artifact_id=model.id,
                        user="pipeline")
         keep = int(custom_config.get("keep_versions") or 0)
         if keep:
             removed = versions.retain(os.path.dirname(base), os.path.basename(base), keep)
             if removed:
-                logging.info("Removed versions %s (keeping the newest %d)", removed, keep)
+                logger.info("Removed versions %s (keeping the newest %d)", removed, keep)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))

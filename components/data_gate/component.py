@@ -37,6 +37,8 @@ from components.data_gate import measures
 from components.data_gate import policy as gate_policy
 from core import files, layout
 
+logger = logging.getLogger(__name__)
+
 REPORT_FILE = layout.GATE_REPORT
 BASELINE_STATS_FILE = "FeatureStats.pb"
 STOPPED_DIR = os.path.basename(layout.GATE_STOPPED_DIR)  # beside the node's output folders
@@ -294,7 +296,7 @@ def DataGate(
     report.set_int_custom_property("passed", int(result["passed"]))
     report.set_string_custom_property("blocking_features", ",".join(result["blocking_features"]))
     report.set_int_custom_property("span", span)
-    logging.info("Data gate report: %s", path)
+    logger.info("Data gate report: %s", path)
     if not result["passed"]:
         details = "; ".join(
             r["description"] if e["kind"] != "schema"

@@ -21,6 +21,8 @@ from tfx.utils import io_utils
 
 from components.evaluator import significance
 
+logger = logging.getLogger(__name__)
+
 
 class Executor(evaluator_executor.Executor):
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
@@ -51,4 +53,4 @@ class Executor(evaluator_executor.Executor):
             constants.ARTIFACT_PROPERTY_BLESSED_KEY, constants.BLESSED_VALUE if blessed else constants.NOT_BLESSED_VALUE
         )
         blessing.set_string_custom_property("verdict", "; ".join(verdict["reasons"]) or "blessed")
-        logging.info("Significance verdict: blessed=%s %s", blessed, "; ".join(verdict["reasons"]))
+        logger.info("Significance verdict: blessed=%s %s", blessed, "; ".join(verdict["reasons"]))

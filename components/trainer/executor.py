@@ -17,6 +17,8 @@ from tfx.utils import path_utils
 
 from components.trainer import code_version, provenance
 
+logger = logging.getLogger(__name__)
+
 
 class Executor(trainer_executor.GenericExecutor):
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
@@ -30,7 +32,7 @@ class Executor(trainer_executor.GenericExecutor):
                 model.set_string_custom_property(f"code_{key}", value)
         record = provenance.read(path_utils.serving_model_dir(model.uri))
         if record is None:
-            logging.warning("no training provenance beside the SavedModel: run_fn does not use the trainer toolkit")
+            logger.warning("no training provenance beside the SavedModel: run_fn does not use the trainer toolkit")
             return
         for key, value in provenance.mlmd_values(record).items():
             if isinstance(value, int):

@@ -27,6 +27,8 @@ from components.trainer import strategy as strategy_lib
 from components.trainer.settings import TrainerSettings
 from components.trainer.warm_start import warm_start_from
 
+logger = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass
 class Session:
@@ -89,7 +91,7 @@ def setup(settings: TrainerSettings) -> Session:
     precision_choice = precision.choose_precision(
         settings.precision, hw, probe_bf16_speedup=precision.probe_cpu_bf16_speedup
     )
-    logging.info(
+    logger.info(
         "trainer: strategy %s (%s) on %s, %d replica(s); precision %s (%s)",
         strategy_choice.name, strategy_choice.reason, list(strategy_choice.devices) or "default device",
         strategy.num_replicas_in_sync, precision_choice.policy, precision_choice.reason,
@@ -176,7 +178,7 @@ class Progress(tf.keras.callbacks.Callback):
         if step % self.every == 0 or step == self.total:
             loss = float(logs["loss"]) if logs and "loss" in logs else float("nan")
             rate = self.examples_per_sec()
-            logging.info(
+            logger.info(
                 "trainer: step %d/%d loss %.4f%s", step, self.total, loss,
                 f", {rate:.0f} examples/s" if rate else "",
             )
@@ -236,7 +238,7 @@ def train_and_export(
     if settings.warm_start and spec.base_model:
         warm = warm_start_from(model, spec.base_model)
     elif settings.warm_start:
-        logging.info("trainer: warm start enabled but no blessed model yet; training from scratch")
+        logger.info("trainer: warm start enabled but no blessed model yet; training from scratch")
     progress = Progress(spec.train_steps, options.global_batch_size, settings.log_every_steps)
     start = time.perf_counter()
     history = model.fit(
@@ -282,7 +284,7 @@ def train_and_export(
     }
     if session.is_chief:
         provenance.write(spec.serving_model_dir, record)
-    logging.info("trainer: %s", json.dumps(record, sort_keys=True))
+    logger.info("trainer: %s", json.dumps(record, sort_keys=True))
     return record
 
 

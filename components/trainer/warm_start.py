@@ -7,6 +7,8 @@ import os
 
 import tensorflow as tf
 
+logger = logging.getLogger(__name__)
+
 # How a Keras functional model's weights appear in the SavedModel's object graph.
 _KEY = "layer_with_weights-{index}/{attr}/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -38,5 +40,5 @@ def warm_start_from(model: tf.keras.Model, saved_model_dir: str) -> dict:
                 copied += 1
             else:
                 kept.append(f"{layer.name}/{_attr(weight)}")
-    logging.info("warm start from %s: %d weights copied, %d kept fresh %s", saved_model_dir, copied, len(kept), kept)
+    logger.info("warm start from %s: %d weights copied, %d kept fresh %s", saved_model_dir, copied, len(kept), kept)
     return {"source": saved_model_dir, "weights_copied": copied, "weights_fresh": len(kept)}

@@ -13,7 +13,8 @@ from airflow.sdk.exceptions import (
     AirflowTaskTimeout,
 )
 
-from airflow_tfx.operators import TfxNodeOperator, _drop_empty_options
+from airflow_tfx.operators import TfxNodeOperator, _drop_empty_options, failure_for_exit_code
+from core import exit_codes
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_node.py")
 
@@ -98,3 +99,17 @@ def _alive(pid: int) -> bool:
 def test_blank_optional_params_are_dropped():
     assert _drop_empty_options(["run", "--span", "", "--window", "3", "--x", "None"]) == [
         "run", "--window", "3"]
+
+
+@pytest.mark.parametrize(("rc", "exception", "says"), [
+    (exit_codes.FAILED, AirflowException, "failed with exit code 1"),
+    (exit_codes.BAD_INPUT, AirflowFailException, "bad input (no retry)"),
+    (exit_codes.GATE_STOPPED, AirflowFailException, "data gate stopped this span (no retry)"),
+    (exit_codes.AWAITING_APPROVAL, AirflowFailException, "no reviewer decision"),
+    (137, AirflowException, "failed with exit code 137"),  # killed (OOM): may be retried
+])
+def test_exit_code_to_airflow_state(rc, exception, says):
+    """Retried (AirflowException) only where a retry can help; the tail of the log rides along."""
+    error = failure_for_exit_code(rc, "last log line")
+    assert type(error) is exception
+    assert says in str(error) and "last log line" in str(error)

@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from airflow_tfx.template import REPO
+from core import layout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TAXI_DATA = os.path.join(REPO, "data", "taxi")
@@ -64,8 +65,8 @@ def summary(env, run_id: str) -> dict:
 
 
 def governance_report(env, run_id: str) -> dict:
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
-    path = os.path.join(env["RETRAIN_WORKDIR"], "pipeline_root", "taxi", "governance", safe, "report.json")
+    path = os.path.join(layout.report_dir(layout.pipeline_root(env["RETRAIN_WORKDIR"], "taxi"), run_id),
+                        layout.REPORT_JSON)
     with open(path) as f:
         return json.load(f)
 

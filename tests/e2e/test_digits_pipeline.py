@@ -1,6 +1,7 @@
 """The digits image pipeline end to end through `retrain run`: the same factory, gate and
 push as taxi, on the embedded 8x8 digits (encoded PNGs in tf.Examples)."""
 
+import json
 import os
 
 import numpy as np
@@ -52,7 +53,9 @@ def test_model_artifact_records_strategy_and_precision_in_mlmd(env, first_run):
     cfg = metadata_store_pb2.ConnectionConfig()
     cfg.sqlite.filename_uri = os.path.join(env["work"], "metadata", "digits.sqlite")
     store = metadata_store.MetadataStore(cfg)
-    [model] = store.get_artifacts_by_type("Model")
+    with open(first_run[1]["report_json"]) as f:  # other tests add candidates to this store
+        model_id = json.load(f)["model"]["artifact_id"]
+    [model] = store.get_artifacts_by_id([model_id])
     props = {k: getattr(v, v.WhichOneof("value")) for k, v in model.custom_properties.items()}
     assert props["training_strategy"] == first_run[1]["training"]["strategy"]
     assert props["training_precision_policy"] == first_run[1]["training"]["precision_policy"]

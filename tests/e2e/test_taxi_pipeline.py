@@ -1,8 +1,9 @@
 """The taxi pipeline end to end through `retrain run`, on three monthly spans in a temp dir.
 
-One workdir is shared by the tests in file order, as a scheduled job's store would be:
-first run (backfills, trains, pushes), the same span again (cache), corrupted spans
-(the gate stops them), a worse candidate (not pushed), and bad input (nothing touched).
+One workdir is shared, as a scheduled job's store would be, but no test depends on
+another or on file order: the first run (backfill, train, push) is a fixture that every
+test needing a served model asks for; every run names its span; a test that changes
+what later runs see (a quarantine) works in a workdir of its own.
 """
 
 import csv
@@ -31,9 +32,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 SPANS = (201610, 201611, 201612)
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
+def _new_env(root):
     data = root / "data"
     for s in SPANS:
         shutil.copytree(spans.span_dir(TAXI_DATA, s), spans.span_dir(str(data), s))
@@ -44,10 +43,30 @@ def env(tmp_path_factory):
     return env
 
 
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    return _new_env(tmp_path_factory.mktemp("e2e"))
+
+
+def _first_run(env) -> dict:
+    """The first run of span 201612 (backfills 201610-11, trains, pushes), and what it left."""
+    code, summary, stderr = retrain(env)
+    counts = {n: executions(env, n) for n in ("CsvExampleGen", "StatisticsGen", "DataGate", "Transform", "Trainer",
+                                              "Evaluator", "ServingCheck", "AtomicPusher")}
+    return {"code": code, "summary": summary, "stderr": stderr, "executions": counts, "versions": versions(env)}
+
+
+@pytest.fixture(scope="module")
+def first_run(env):
+    return _first_run(env)
+
+
 def retrain(env, *args, config=None):
     config = config or env["config"]
+    # Span 201612 unless a test names another: other tests add later spans.
+    span = [] if "--span" in args else ["--span", "201612"]
     cmd = [sys.executable, "-m", "retrain.cli", "run", "--json", "--config", config,
-           "--workdir", env["work"], "--data-root", env["data"], "--window", "3", *args]
+           "--workdir", env["work"], "--data-root", env["data"], "--window", "3", *span, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
     return proc.returncode, summary, proc.stderr
@@ -96,8 +115,8 @@ def _example(row: dict, types: dict) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
 
 
-def test_first_run_backfills_trains_and_pushes(env):
-    code, summary, stderr = retrain(env)
+def test_first_run_backfills_trains_and_pushes(env, first_run):
+    code, summary, stderr = first_run["code"], first_run["summary"], first_run["stderr"]
     assert code == 0, stderr[-3000:]
     assert summary["outcome"] == "pushed"
     assert summary["span"] == 201612 and summary["backfilled_spans"] == [201610, 201611]
@@ -105,11 +124,11 @@ def test_first_run_backfills_trains_and_pushes(env):
     assert summary["data_gate"]["passed"] and summary["data_gate"]["baseline_span"] == 201611
     assert summary["evaluation"]["candidate"]["auc"] >= 0.7
     assert summary["rows"]["train"] + summary["rows"]["eval"] == 72  # span 201612's trips
-    assert [summary["pushed"]["version"]] == versions(env)
+    assert [summary["pushed"]["version"]] == first_run["versions"]
     for node in ("CsvExampleGen", "StatisticsGen", "DataGate"):
-        assert executions(env, node) == 3  # two backfilled spans and this one
+        assert first_run["executions"][node] == 3  # two backfilled spans and this one
     for node in ("Transform", "Trainer", "Evaluator", "ServingCheck", "AtomicPusher"):
-        assert executions(env, node) == 1
+        assert first_run["executions"][node] == 1
     assert re.search(r"\[ ?\d+/13\] Transform +complete", stderr)  # progress per component
     # Trained through the toolkit, checked in a real server process before the push.
     assert summary["training"]["strategy"] == "default" and summary["training"]["precision_policy"] == "float32"
@@ -117,11 +136,14 @@ def test_first_run_backfills_trains_and_pushes(env):
     assert summary["serving_check"]["latency_ms"]["p99"] > 0
     pushed = summary["pushed"]["path"]
     assert os.path.getsize(os.path.join(pushed, "assets.extra", "tf_serving_warmup_requests")) > 0
-    assert [e["event"] for e in serving_history.read(serving_dir(env))] == ["push"]
+    assert [e["event"] for e in serving_history.read(serving_dir(env))][0] == "push"
+    # The run folder holds what every reader reads: the run and one result per node.
+    assert os.path.exists(os.path.join(summary["run_dir"], "run.json"))
+    assert os.path.exists(os.path.join(summary["run_dir"], "nodes", "AtomicPusher.json"))
 
 
-def test_pushed_model_answers_raw_examples_sensibly(env):
-    [version] = versions(env)
+def test_pushed_model_answers_raw_examples_sensibly(env, first_run):
+    version = str(first_run["summary"]["pushed"]["version"])
     model = tf.saved_model.load(os.path.join(serving_dir(env), version))
     serve = model.signatures["serving_default"]
     types = {f.name: f.type for f in preflight.load_schema(TAXI_SCHEMA).feature}
@@ -135,13 +157,13 @@ def test_pushed_model_answers_raw_examples_sensibly(env):
     assert out[cash].mean() < 0.2 < out[~cash].mean()
 
 
-def test_second_run_of_the_same_span_hits_the_cache(env):
-    before = versions(env)
+def test_second_run_of_the_same_span_hits_the_cache(env, first_run):
+    before, trainers = versions(env), executions(env, "Trainer")
     code, summary, stderr = retrain(env)
     assert code == 0, stderr[-3000:]
     for node in ("CsvExampleGen", "StatisticsGen", "DataGate", "Transform", "Trainer"):
         assert summary["nodes"][node]["status"] == "cached", node
-    assert executions(env, "Trainer") == 1
+    assert executions(env, "Trainer") == trainers
     assert summary["pushed"]["already_serving"] and versions(env) == before
 
 
@@ -159,7 +181,7 @@ def test_second_run_of_the_same_span_hits_the_cache(env):
     ids=["wrong-type", "unseen-category", "shifted-distribution", "unit-change", "mostly-empty",
          "category-collapse", "volume-collapse"],
 )
-def test_corrupted_span_is_stopped_by_the_gate(env, span, mutate, feature):
+def test_corrupted_span_is_stopped_by_the_gate(env, first_run, span, mutate, feature):
     if isinstance(mutate, str):
         corpus.write_corrupted(TAXI_DATA, 201612, corpus.BY_NAME[mutate], env["data"], span)
     else:
@@ -199,7 +221,7 @@ def _config(env, path, hparams=None, **changes) -> str:
     return str(path)
 
 
-def test_worse_candidate_is_not_pushed(env, tmp_path):
+def test_worse_candidate_is_not_pushed(env, first_run, tmp_path):
     path = _config(env, tmp_path / "worse.yaml", {"learning_rate": 1e-9}, train_steps=1)
     before = versions(env)
     code, summary, stderr = retrain(env, "--span", "201612", config=path)
@@ -217,7 +239,7 @@ def test_worse_candidate_is_not_pushed(env, tmp_path):
     assert any(not t["passed"] for t in governance["evaluation"]["thresholds"])
 
 
-def test_candidate_failing_the_serving_check_is_not_pushed(env, tmp_path):
+def test_candidate_failing_the_serving_check_is_not_pushed(env, first_run, tmp_path):
     # Same data and model (Trainer and Evaluator are cached): only the latency budget is impossible.
     path = _config(env, tmp_path / "strict.yaml", serving_max_latency_ms=0.001)
     before = versions(env)
@@ -253,7 +275,7 @@ def _fingerprint(env) -> tuple:
     ids=["missing-folder", "unknown-span", "bad-span", "unreadable-csv", "schema-mismatch", "truncated", "ragged",
          "non-utf8"],
 )
-def test_bad_input_names_the_problem_and_touches_nothing(env, setup, args, message):
+def test_bad_input_names_the_problem_and_touches_nothing(env, first_run, setup, args, message):
     path = None
     if setup in corpus.BY_NAME:
         path = corpus.write_corrupted(TAXI_DATA, 201612, corpus.BY_NAME[setup], env["data"], int(args[1]))
@@ -272,7 +294,13 @@ def test_bad_input_names_the_problem_and_touches_nothing(env, setup, args, messa
     assert _fingerprint(env) == before
 
 
-def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(env, tmp_path):
+def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tmp_path):
+    # A workdir of its own: a quarantine changes the window of every later run.
+    env = _new_env(tmp_path)
+    assert _first_run(env)["code"] == 0
+    # A month stopped by the gate (wrong type) is in the data folder too.
+    write_corrupted_span(env, 201701, lambda r: {**r, "trip_miles": "n/a"})
+    assert retrain(env, "--span", "201701")[0] == 3
     # About quarantine and the window, not model quality: on ~50 eval rows two 300-step
     # models differ by chance, so the Evaluator's thresholds are loose here.
     config = _config(env, tmp_path / "loose.yaml", min_auc=0.5, max_auc_decrease=1.0)

@@ -10,7 +10,9 @@ import pytest
 from core import exit_codes, layout, outcome, run_folder
 from core import nodes as N
 from core.results import NodeResult
-from governance import record as record_lib, registry, report as report_lib
+from governance import record as record_lib
+from governance import registry
+from governance import report as report_lib
 from runner import summary as summary_lib
 from tests.governance.fake_runs import open_store, write_run
 

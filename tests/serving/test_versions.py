@@ -71,10 +71,11 @@ def test_hot_reload_under_load_never_fails_a_request(builds, tmp_path, start_ser
     for t in threads:
         t.start()
     for v in (2, 3, 4):
-        time.sleep(0.8)
+        # Load on the version being replaced, then the push under that load.
+        assert wait_for(lambda v=v: answers.count(float(v - 1)) >= 20), v
         atomic_copy_dir(str(builds / str(v)), str(base), v)  # the Pusher's own copy
         assert wait_for(lambda: status(server.url, "toy").get(v, {}).get("state") == "AVAILABLE"), v
-    time.sleep(0.5)
+    assert wait_for(lambda: answers.count(4.0) >= 20)
     stop.set()
     for t in threads:
         t.join()

@@ -116,11 +116,11 @@ def test_backup_and_restore_resumes_a_killed_trainer(data, tmp_path):
                "--backup-every", "25", "--backup-root", str(backup_root))
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not list(backup_root.glob("*/chief/checkpoint")):
+    # The checkpoint's index file is written last: once it is there, the checkpoint is whole.
+    while not list(backup_root.glob("*/chief/*.index")):
         assert proc.poll() is None, "the job ended before its first checkpoint"
         assert time.time() < deadline, "no checkpoint within 120 s"
         time.sleep(0.2)
-    time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)  # as a node timeout or a lost machine would
     proc.wait()
     assert not (tmp_path / "out" / "serving").exists()

@@ -1,0 +1,117 @@
+"""The CLI in-process: `main()` returns the exit code, and every config, span and input
+error is exit 2 with a one-line message naming the problem (no traceback)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from core import exit_codes, layout, run_folder
+from retrain import cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TAXI = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
+
+
+def _config(tmp_path, **changes) -> str:
+    with open(TAXI, encoding="utf-8") as f:
+        values = yaml.safe_load(f)
+    for k in ("data_root", "schema_path", "gate_policy"):
+        values[k] = os.path.normpath(os.path.join(os.path.dirname(TAXI), values[k]))
+    values.update(changes)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("command", [
+    ["compile", "--out", "{tmp}/t.json"],
+    ["models", "--workdir", "{tmp}"],
+    ["lineage", "taxi", "1", "--workdir", "{tmp}"],
+    ["spans", "--workdir", "{tmp}"],
+    ["schema", "calibrate", "--out", "{tmp}/g.yaml"],
+    ["run", "--workdir", "{tmp}"],
+    ["prepare-run", "--workdir", "{tmp}", "--run-id", "r"],
+])
+def test_a_config_error_is_exit_2_with_the_field_named(tmp_path, capsys, command):
+    bad = _config(tmp_path, window_spans=0)
+    argv = [a.format(tmp=tmp_path) for a in command] + ["--config", bad]
+    code, _, err = _run(capsys, *argv)
+    assert code == exit_codes.BAD_INPUT
+    assert f"retrain {command[0]}: window_spans: must be at least 1" in err
+    assert "Traceback" not in err
+
+
+def test_a_hparams_typo_fails_at_config_load_naming_the_key(tmp_path, capsys):
+    bad = _config(tmp_path, hparams={"learning_rte": 0.1})
+    code, _, err = _run(capsys, "run", "--config", bad, "--workdir", str(tmp_path / "w"))
+    assert code == exit_codes.BAD_INPUT
+    assert "hparams: unknown taxi hparams: ['learning_rte']" in err and "learning_rate" in err
+    assert not os.path.exists(tmp_path / "w" / "pipeline_root")  # nothing ran, nothing written
+
+
+@pytest.mark.parametrize("command", ["summary", "report", "node"])
+def test_a_missing_run_folder_is_exit_2(tmp_path, capsys, command):
+    argv = [command] + (["run"] if command == "node" else [])
+    argv += ["--workdir", str(tmp_path), "--pipeline", "taxi", "--run-id", "never"]
+    argv += ["--node", "Trainer"] if command == "node" else []
+    code, _, err = _run(capsys, *argv)
+    assert code == exit_codes.BAD_INPUT
+    assert "holds no prepared run" in err
+
+
+def test_run_dir_options_must_name_a_run(capsys):
+    code, _, err = _run(capsys, "summary")
+    assert code == exit_codes.BAD_INPUT and "give --run-dir, or --workdir, --pipeline and --run-id" in err
+
+
+def test_a_bad_span_is_exit_2(tmp_path, capsys):
+    code, _, err = _run(capsys, "run", "--config", _config(tmp_path), "--workdir", str(tmp_path), "--span", "2016-13")
+    assert code == exit_codes.BAD_INPUT and "retrain run:" in err and "2016-13" in err
+
+
+def test_quarantine_needs_a_pipeline_and_a_valid_span(tmp_path, capsys):
+    code, _, err = _run(capsys, "quarantine", "--span", "201612", "--reason", "x", "--workdir", str(tmp_path))
+    assert code == exit_codes.BAD_INPUT and "give --pipeline NAME or --config FILE" in err
+    code, _, err = _run(capsys, "quarantine", "--pipeline", "taxi", "--span", "12/2016", "--reason", "x",
+                        "--workdir", str(tmp_path))
+    assert code == exit_codes.BAD_INPUT and "12/2016" in err
+
+
+def test_approve_without_a_candidate_is_exit_2(tmp_path, capsys):
+    code, _, err = _run(capsys, "approve", "--workdir", str(tmp_path), "--decision", "approve", "--reviewer", "ana")
+    assert code == exit_codes.BAD_INPUT and "give --model-id, or --pipeline and --run-id" in err
+    code, _, err = _run(capsys, "approve", "--workdir", str(tmp_path), "--model-id", "3", "--decision", "maybe",
+                        "--reviewer", "ana")
+    assert code == exit_codes.BAD_INPUT and "decision must be one of" in err
+
+
+def test_serving_commands_refuse_what_is_not_there(tmp_path, capsys):
+    code, _, err = _run(capsys, "serving-config", "--workdir", str(tmp_path))
+    assert code == exit_codes.BAD_INPUT and "no serving folder" in err
+    code, _, err = _run(capsys, "rollback", "--workdir", str(tmp_path), "--model", "taxi", "--reason", "x")
+    assert code == exit_codes.BAD_INPUT and "no versions of taxi" in err
+
+
+def test_summary_of_a_recorded_run_returns_its_outcome_code(tmp_path, capsys):
+    """`retrain summary` in-process over a run written into a temp MLMD."""
+    from tests.governance.fake_runs import open_store, write_run
+
+    workdir = str(tmp_path)
+    os.makedirs(tmp_path / "metadata")
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(open_store(layout.metadata_path(workdir, "taxi")), root, "stopped_by_data_gate")
+    folder = layout.run_dir(workdir, "taxi", "run-1")
+    run_folder.write_info(folder, {"run_id": "run-1", "pipeline": "taxi", "span": 201612, "pipeline_root": root,
+                                   "metadata_path": layout.metadata_path(workdir, "taxi"), "backfilled_spans": []})
+    code, out, _ = _run(capsys, "summary", "--run-dir", folder)
+    assert code == exit_codes.GATE_STOPPED
+    assert "STOPPED_BY_DATA_GATE" in out and "STOPPED: trip_miles" in out

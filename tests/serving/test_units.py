@@ -1,0 +1,180 @@
+"""The serving building blocks in-process (no server, no sockets): the request batcher,
+JSON <-> tensor conversion, and the model manager over toy SavedModels."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from serving import model_config, tensors
+from serving.batching import BatchOptions, Batcher
+from serving.errors import InvalidArgument, NotFound
+from serving.layout import discover
+from serving.manager import ModelManager
+from tests.serving import toy_model
+
+# --- Batcher ---------------------------------------------------------------------
+
+
+def test_concurrent_requests_are_merged_and_each_gets_its_own_rows():
+    calls, started = [], threading.Event()
+    release = threading.Event()
+
+    def fn(inputs):
+        calls.append(len(inputs["x"]))
+        if len(calls) == 1:  # hold the first call so the others queue up behind it
+            started.set()
+            release.wait(10)
+        return {"y": inputs["x"] * 2}
+
+    batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=200))
+    results = {}
+
+    def client(i, n):
+        results[i] = batcher({"x": np.full((n,), float(i))})
+
+    first = threading.Thread(target=client, args=(0, 1))
+    first.start()
+    assert started.wait(10)
+    others = [threading.Thread(target=client, args=(i, i)) for i in range(1, 6)]
+    for t in others:
+        t.start()
+    while batcher._in_flight < 6:  # every request is queued
+        threading.Event().wait(0.01)
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    batcher.close()
+    assert calls[0] == 1 and sum(calls[1:]) == 1 + 2 + 3 + 4 + 5 and len(calls) < 6  # merged
+    for i in range(6):
+        n = max(i, 1) if i else 1
+        np.testing.assert_array_equal(results[i]["y"], np.full((n,), 2.0 * i))
+
+
+def test_a_failing_request_does_not_fail_its_batch_neighbours():
+    def fn(inputs):
+        if np.any(inputs["x"] < 0):
+            raise ValueError("negative input")
+        return {"y": inputs["x"] + 1}
+
+    batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=50))
+    out, errors = {}, {}
+
+    def client(i, value):
+        try:
+            out[i] = batcher({"x": np.array([value])})
+        except ValueError as e:
+            errors[i] = str(e)
+
+    threads = [threading.Thread(target=client, args=(i, v)) for i, v in enumerate([1.0, -1.0, 2.0])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    batcher.close()
+    assert errors == {1: "negative input"}
+    assert out[0]["y"].tolist() == [2.0] and out[2]["y"].tolist() == [3.0]
+
+
+def test_large_or_unbatchable_requests_run_directly():
+    sizes = []
+    batcher = Batcher(lambda inputs: {"y": inputs["x"]}, BatchOptions(max_batch_size=4), on_batch=sizes.append)
+    batcher({"x": np.zeros((10,))})  # at least the batch size
+    batcher({"x": np.array(3.0)})  # a scalar has no batch dimension
+    Batcher(lambda inputs: inputs, BatchOptions(enabled=False), on_batch=sizes.append)({"x": np.zeros((2,))})
+    batcher.close()
+    assert sizes == [10, 1, 2]
+
+
+# --- tensors ---------------------------------------------------------------------
+
+SPECS = {"a": tf.TensorSpec([None, 2], tf.float32), "b": tf.TensorSpec([None], tf.int64)}
+
+
+def test_row_and_columnar_formats_give_the_same_tensors():
+    rows = tensors.from_row_format([{"a": [1, 2], "b": 3}, {"a": [4.5, 5], "b": 6}], SPECS)
+    cols = tensors.from_columnar_format({"a": [[1, 2], [4.5, 5]], "b": [3, 6]}, SPECS)
+    for k in SPECS:
+        np.testing.assert_array_equal(rows[k], cols[k])
+    assert rows["a"].dtype == np.float32 and rows["b"].dtype == np.int64
+
+
+def test_bytes_come_back_base64_and_shapes_must_agree():
+    # TF returns strings as object arrays; outputs named *_bytes are binary (TF Serving's rule).
+    out = tensors.to_row_format({"tag_bytes": np.array([b"\x00\xff"], dtype=object),
+                                 "name": np.array([b"ok"], dtype=object), "n": np.array([1])})
+    assert out == [{"tag_bytes": {"b64": "AP8="}, "name": "ok", "n": 1}]
+    with pytest.raises(InvalidArgument, match="different 0-th dimensions"):
+        tensors.to_row_format({"a": np.zeros((2,)), "b": np.zeros((3,))})
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ([], "non-empty list"),
+    ([{"a": [1, 2]}], "b"),
+    ([{"a": ["x", "y"], "b": 1}], "expected float32 numbers, got strings"),
+])
+def test_bad_instances_are_invalid_arguments(bad, message):
+    with pytest.raises(InvalidArgument, match=message):
+        tensors.from_row_format(bad, SPECS)
+
+
+def test_examples_from_json_build_tf_examples_with_context():
+    [raw] = tensors.examples_from_json([{"x": 2.5}], context={"city": "Chicago"})
+    ex = tf.train.Example.FromString(raw)
+    assert ex.features.feature["x"].float_list.value == [2.5]
+    assert ex.features.feature["city"].bytes_list.value == [b"Chicago"]
+    with pytest.raises(InvalidArgument, match="also in 'context'"):
+        tensors.examples_from_json([{"x": 1.0}], context={"x": 2.0})
+
+
+# --- model manager ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    for v in (1, 2):
+        toy_model.save(str(root / str(v)), v)
+    return root
+
+
+def _predict(manager, version=None) -> float:
+    servable = manager.get("toy", version)
+    return float(servable.run("serving_default", {"examples": np.array([toy_model.example(1.0)])})["y"][0])
+
+
+def test_manager_serves_the_latest_version_and_follows_the_folder(builds, tmp_path):
+    base = tmp_path / "toy"
+    shutil.copytree(builds / "1", base / "1")
+    os.makedirs(base / "7.tmp")  # a staging folder is not a version
+    manager = ModelManager(model_config.single_model("toy", str(base)), batch=BatchOptions(enabled=False))
+    manager.poll_once()
+    assert manager.served_versions("toy") == [1] and sorted(discover(str(base))) == [1]
+    assert _predict(manager) == 1.0
+    shutil.copytree(builds / "2", base / "2")
+    manager.poll_once()
+    assert manager.served_versions("toy") == [2] and _predict(manager) == 2.0
+    with pytest.raises(NotFound):
+        manager.get("toy", 1)  # the latest policy unloaded it
+    with pytest.raises(NotFound):
+        manager.get("other")
+
+
+def test_a_broken_version_is_not_served_and_the_good_one_stays(builds, tmp_path):
+    base = tmp_path / "toy"
+    shutil.copytree(builds / "1", base / "1")
+    manager = ModelManager(model_config.single_model("toy", str(base)), batch=BatchOptions(enabled=False))
+    manager.poll_once()
+    os.makedirs(base / "3" / "variables")
+    (base / "3" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    (base / "3" / "variables" / "variables.index").write_bytes(b"")
+    manager.poll_once()
+    assert manager.served_versions("toy") == [1] and _predict(manager) == 1.0
+    states = dict(manager.status("toy"))
+    assert states[3].state == "END" and "DecodeError" in states[3].error_message
+    assert states[3].error_code != "OK"
