@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 
+from core import nodes
+
 RUNS_DIR = "runs"
 RUN_INFO = "run.json"
 RUN_IR = "pipeline.pb"
@@ -25,7 +27,7 @@ REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
 # Files that nodes write into their output artifacts and that reports read back.
 GATE_REPORT = "report.json"  # DataGate's report artifact
-GATE_STOPPED_DIR = os.path.join("DataGate", "stopped")  # reports of refused spans, under the pipeline root
+GATE_STOPPED_DIR = os.path.join(nodes.DATA_GATE, "stopped")  # reports of refused spans, under the pipeline root
 SIGNIFICANCE_FILE = "significance.json"  # the Evaluator's verdict, in its evaluation artifact
 SERVING_CHECK_FILE = "serving_check.json"  # the serving check's report, in its blessing artifact
 

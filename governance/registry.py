@@ -40,7 +40,8 @@ def _report(store, pipeline: str, pipeline_root: str, workdir: str, run_id: str)
 def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_name: str) -> list[dict]:
     """One row per Model artifact the Trainer produced, oldest first; builds missing reports.
 
-    Each row's outcome is its run record's (`governance.record`), as in the run's summary.
+    Each row shows the record (`governance.record`) of the run that judged the candidate
+    last, so its outcome is that run's summary's outcome.
     """
     serving_root = layout.serving_root(workdir)
     base = os.path.join(serving_root, model_name)
@@ -55,7 +56,7 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
         execution = _training_execution(store, model)
         if execution is None:
             continue
-        run_id = lineage.run_id_of(store, execution)
+        run_id = _latest_run(store, model, execution)
         folder = report_lib.report_dir(pipeline_root, run_id)
         rep = _report(store, pipeline, pipeline_root, workdir, run_id)
         overall = (rep.get("evaluation") or {}).get("overall") or {}
@@ -73,6 +74,15 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
             "report_html": os.path.join(folder, layout.REPORT_HTML), "report_json": os.path.join(folder, layout.REPORT_JSON),
         })
     return rows
+
+
+def _latest_run(store, model, training_execution) -> str:
+    """The run that judged the candidate last: the newest run whose nodes read the model
+    (a re-run after an approval, or a cached re-run, judges the same Model artifact again);
+    the training run if none did."""
+    readers = [e for e, _ in lineage.consumers(store, model.id)]
+    newest = max(readers, key=lambda e: e.id, default=training_execution)
+    return lineage.run_id_of(store, newest) or lineage.run_id_of(store, training_execution)
 
 
 def _pushed_version(store, model) -> int | None:

@@ -110,7 +110,7 @@ class PipelineConfig:
     @property
     def trainer_backup_root(self) -> str:
         """Trainer checkpoints for BackupAndRestore: outlive a killed Trainer's execution."""
-        return os.path.join(self.pipeline_root, "Trainer", "backup")
+        return os.path.join(self.pipeline_root, nodes.TRAINER, "backup")
 
     @property
     def warm_start(self) -> bool:

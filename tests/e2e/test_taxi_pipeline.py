@@ -167,19 +167,18 @@ def test_second_run_of_the_same_span_hits_the_cache(env, first_run):
     assert summary["pushed"]["already_serving"] and versions(env) == before
 
 
+# One case per kind of gate verdict (schema, drift, completeness, volume): that the pipeline
+# stops there, reports why and trains nothing. Detection of each class of corruption is
+# tested in-process on real statistics (tests/components/data_gate/test_gate.py, 15 cases).
 @pytest.mark.parametrize(
     "span, mutate, feature",
     [
-        (201701, lambda r: {**r, "trip_miles": "n/a"}, "trip_miles"),  # wrong type
-        (201702, lambda r: {**r, "payment_type": "Bitcoin"}, "payment_type"),  # unseen value
-        (201703, lambda r: {**r, "fare": str(float(r["fare"] or 0) * 40 + 500)}, "fare"),  # drift
-        (201704, "trip_miles_in_meters", "trip_miles"),  # a unit change, no hand-written comparator
-        (201705, "fare_mostly_empty", "fare"),  # empty cells in a required column
-        (201706, "cash_recorded_as_card", "payment_type"),  # a category's share collapses
+        (201701, lambda r: {**r, "trip_miles": "n/a"}, "trip_miles"),  # wrong type: schema
+        (201704, "trip_miles_in_meters", "trip_miles"),  # a unit change: drift, no hand-written comparator
+        (201705, "fare_mostly_empty", "fare"),  # empty cells in a required column: completeness
         (201707, "five_percent_of_rows", "<rows>"),  # volume collapse
     ],
-    ids=["wrong-type", "unseen-category", "shifted-distribution", "unit-change", "mostly-empty",
-         "category-collapse", "volume-collapse"],
+    ids=["wrong-type", "unit-change", "mostly-empty", "volume-collapse"],
 )
 def test_corrupted_span_is_stopped_by_the_gate(env, first_run, span, mutate, feature):
     if isinstance(mutate, str):

@@ -136,3 +136,39 @@ def test_every_outcome_has_an_exit_code():
         assert outcome.exit_code(name) in (0, 1, 3, 4)
     with pytest.raises(ValueError, match="unknown run outcome"):
         outcome.exit_code("maybe")
+
+
+def test_registry_shows_the_run_that_judged_the_candidate_last(workdir):
+    """Awaiting approval in one run, approved and pushed in the next (the Trainer cached):
+    the row is the second run's, with its outcome."""
+    from tests.governance.fake_runs import FakeRun
+
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    first = write_run(store, root, "awaiting_approval", run_id="run-1")
+    [model] = store.get_artifacts_by_type("Model")
+    again = FakeRun(store, root, run_id="run-2")
+    again.node(N.TRAINER, "CACHED", outputs={"model": [model]})
+    approval = again.artifact("ModelApproval", "approval", {"decision": "approve", "reviewer": "ana"})
+    again.node(N.APPROVAL_GATE, inputs={"model": [model]}, outputs={"approval": [approval]})
+    pushed = again.artifact("PushedModel", "pushed_model", {"pushed": 1, "pushed_version": "17",
+                                                            "pushed_destination": "/serving/taxi/17"})
+    again.node(N.PUSHER, inputs={"model": [model]}, outputs={"pushed_model": [pushed]})
+    assert first.run_id == "run-1"
+    [row] = registry.candidates(store, "taxi", root, workdir, "taxi")
+    assert row["run_id"] == "run-2" and row["outcome"] == outcome.PUSHED and row["pushed_version"] == 17
+    assert record_lib.read(store, "taxi", root, "run-1").outcome.name == outcome.AWAITING_APPROVAL
+
+
+def test_lineage_chain_goes_from_spans_to_the_pushed_version(workdir):
+    store = _store(workdir)
+    write_run(store, layout.pipeline_root(workdir, "taxi"), "pushed", span=201612)
+    lines = registry.chain(store, 1700000000)
+    assert lines[0].startswith("span 201612: CsvExampleGen examples #") and "(run run-1)" in lines[0]
+    assert lines[0].endswith("passed")  # the span's gate report said so
+    assert any("-> Trainer model #" in line and "commit abc123" in line for line in lines)
+    assert any("Evaluator blessing" in line and "blessed=1" in line for line in lines)
+    assert any("ApprovalGate: approve by ana" in line for line in lines)
+    assert lines[-1].endswith("version 1700000000 at /serving/taxi/1700000000")
+    with pytest.raises(LookupError, match="no pushed version 5"):
+        registry.chain(store, 5)

@@ -124,3 +124,20 @@ def test_windows_line_endings_read_and_a_cut_last_line_is_still_called_truncated
     path.write_bytes(data[:-30])
     with pytest.raises(preflight.InputError, match=r"row 72 \(line 73\): .* the last line is cut short"):
         preflight.check_csv_structure(str(path))
+
+
+@pytest.mark.parametrize(("mutate", "feature", "kind"), [
+    (lambda r: {**r, "payment_type": "Bitcoin"}, "payment_type", "schema"),  # a value outside the domain
+    (lambda r: {**r, "trip_miles": "n/a"}, "trip_miles", "schema"),  # wrong type
+    (lambda r: {**r, "fare": str(float(r["fare"] or 0) * 40 + 500)}, "fare", "drift"),  # shifted distribution
+], ids=["unseen-category", "wrong-type", "shifted-distribution"])
+def test_schema_anomalies_and_shifts_stop_the_month(mutate, feature, kind, tmp_path, month_stats, schema, policy):
+    """With ExampleValidator's anomalies as the pipeline computes them (tfdv.validate_statistics)."""
+    header, rows = corpus.read_rows(TAXI_DATA, SOURCE)
+    spans.write_span(str(tmp_path), SOURCE, header, [[mutate(dict(r))[h] for h in header] for r in rows])
+    stats = _stats(spans.span_dir(str(tmp_path), SOURCE))
+    anomalies = tfdv.validate_statistics(stats, schema)
+    baseline = month_stats.get(BASELINE) or _stats(spans.span_dir(TAXI_DATA, BASELINE))
+    result = evaluate_gate(stats, schema, {"train": anomalies}, baseline, policy, BASELINE)
+    assert not result["passed"] and feature in result["blocking_features"]
+    assert any(a["feature"] == feature and a["kind"] == kind for a in result["anomalies"]), result["anomalies"]
