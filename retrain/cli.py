@@ -69,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry_point() -> None:
     """The `retrain` console script and `python -m retrain.cli`."""
-    code = main()
-    sys.stdout.flush()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `retrain spans | head`: the reader has gone, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = exit_codes.OK
     sys.stderr.flush()
     logging.shutdown()
     # TensorFlow's interpreter-exit finalizers print spurious tracebacks; the work is done.

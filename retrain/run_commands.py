@@ -113,11 +113,7 @@ def cmd_node_run(args) -> int:
 
     folder = options.run_folder(args)
     logs.configure(sys.stderr)
-    try:
-        result = runs.run_one_node(folder, args.node_id)
-    except KeyError as e:
-        sys.stderr.write(f"retrain node run: {e}\n")
-        return exit_codes.BAD_INPUT
+    result = runs.run_one_node(folder, args.node_id)  # an unknown node id is bad input (exit 2)
     # The last stdout line is the machine-readable result an orchestrator reads.
     sys.stdout.write(results_lib.result_line(result) + "\n")
     if result.status != results_lib.FAILED:

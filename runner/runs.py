@@ -17,6 +17,7 @@ from typing import Any
 
 from core import layout, nodes, run_folder, spans
 from core import outcome as outcomes
+from core.errors import BadInput
 from core.results import NodeResult
 from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
@@ -185,20 +186,25 @@ def prepare(config: PipelineConfig, run_id: str, expect: str | None, log: Callab
     return {"run_dir": folder, "span": config.span, "backfilled_spans": backfilled}
 
 
+class UnknownNode(BadInput):
+    """The prepared run has no node with this id."""
+
+
 def run_one_node(folder: str, node_id: str) -> NodeResult:
     """Runs one node of a prepared run and records its result in the run folder.
 
     Raises:
-      KeyError: the prepared run has no such node.
+      UnknownNode: the prepared run has no such node (bad input: nothing ran).
     """
     from runner import node_runner
 
     ir = node_runner.load_ir(os.path.join(folder, layout.RUN_IR))
+    known = node_runner.node_ids(ir)
+    if node_id not in known:
+        raise UnknownNode(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(known)}")
     start = time.monotonic()
     try:
         result = node_runner.run_node(ir, node_id)
-    except KeyError:
-        raise
     except Exception as e:  # the node's own failure: recorded, then reported by exit code
         logger.exception("Node %s failed", node_id)
         result = node_runner.failed_result(node_id, e, time.monotonic() - start)

@@ -115,3 +115,18 @@ def test_summary_of_a_recorded_run_returns_its_outcome_code(tmp_path, capsys):
     code, out, _ = _run(capsys, "summary", "--run-dir", folder)
     assert code == exit_codes.GATE_STOPPED
     assert "STOPPED_BY_DATA_GATE" in out and "STOPPED: trip_miles" in out
+
+
+def test_node_run_of_an_unknown_node_is_exit_2_and_runs_nothing(tmp_path, capsys):
+    """Checked against the prepared run's IR before anything runs (a KeyError inside a
+    node's executor is that node's failure, not bad input)."""
+    from pipelines import config as config_lib
+    from runner import node_runner, runs
+
+    config = config_lib.load(_config(tmp_path), {"workdir": str(tmp_path)})
+    folder = layout.run_dir(str(tmp_path), "taxi", "r1")
+    node_runner.write_ir(runs.compile_for_span(config, 201612), os.path.join(folder, layout.RUN_IR))
+    run_folder.write_info(folder, {"run_id": "r1", "pipeline": "taxi"})
+    code, out, err = _run(capsys, "node", "run", "--run-dir", folder, "--node", "Traner")
+    assert code == exit_codes.BAD_INPUT and "node 'Traner' is not in pipeline taxi" in err
+    assert "RESULT" not in out and not os.path.exists(os.path.join(folder, "nodes", "Traner.json"))
