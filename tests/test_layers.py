@@ -53,8 +53,7 @@ def _imports(path: str, module: str) -> set[str]:
                 parts = module.split(".")
                 base = ".".join(parts[: len(parts) - node.level + (1 if path.endswith("__init__.py") else 0)]
                                 + ([base] if base else []))
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
+            found.update(f"{base}.{a.name}" for a in node.names)  # a module, or a name in `base`
     return {m for m in found if m.split(".")[0] in PROJECT}
 
 
