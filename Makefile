@@ -15,7 +15,8 @@ AF_STAMP := $(AF_VENV)/.synced
 TEMPLATES := dags/compiled/taxi.json dags/compiled/digits.json
 PIPELINE_SOURCES := $(shell find pipelines components -name '*.py' -o -name '*.yaml' 2>/dev/null)
 WORKDIR ?= work
-PYTEST_ARGS ?=
+# The slowest tests are listed at the end of each suite, so the time budget stays visible in CI logs.
+PYTEST_ARGS ?= --durations=15
 
 # Python 3.10 for the TFX runtime: on PATH if it really runs (a pyenv shim may not), else
 # the usual pyenv and system locations. Override with `make PYTHON310=/path/to/python3.10`.
