@@ -294,12 +294,11 @@ def test_bad_input_names_the_problem_and_touches_nothing(env, first_run, setup, 
 
 
 def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tmp_path):
-    # A workdir of its own: a quarantine changes the window of every later run.
+    # A workdir of its own (a quarantine changes the window of every later run), filled by
+    # the run's own backfill: 201610 and 201612 pass, 201611 is quarantined before it is
+    # ever ingested, and a month of wrong-typed trips (201701) is stopped by the gate.
     env = _new_env(tmp_path)
-    assert _first_run(env)["code"] == 0
-    # A month stopped by the gate (wrong type) is in the data folder too.
     write_corrupted_span(env, 201701, lambda r: {**r, "trip_miles": "n/a"})
-    assert retrain(env, "--span", "201701")[0] == 3
     # About quarantine and the window, not model quality: on ~50 eval rows two 300-step
     # models differ by chance, so the Evaluator's thresholds are loose here.
     config = _config(env, tmp_path / "loose.yaml", min_auc=0.5, max_auc_decrease=1.0)
@@ -321,6 +320,8 @@ def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tm
     assert summary["data_gate"]["passed"] and summary["data_gate"]["baseline_span"] == 201612
     # The stopped spans and the quarantined one are not trained on.
     assert summary["window_spans"] == [201610, 201612, 201708]
+    assert summary["backfilled_spans"] == [201610, 201612]  # 201611 held back, 201701 stopped
+    assert "backfill: span 201701 stopped by the data gate; left out of the window" in stderr
     assert summary["outcome"] == "pushed" and len(versions(env)) == len(before) + 1
     with open(summary["report_json"]) as f:
         governance = json.load(f)
