@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any
 
+from core.errors import BadInput
 from core.files import write_text
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +23,10 @@ _FINGERPRINTED_SUFFIXES = (".py", ".yaml")
 
 class StaleTemplateError(RuntimeError):
     """The compiled template no longer matches the pipeline code."""
+
+
+class TemplateError(BadInput):
+    """The template file is missing or is not a compiled template."""
 
 
 def source_fingerprint(repo: str = REPO) -> str:
@@ -69,10 +74,15 @@ def read(path: str, check_fresh: bool = True) -> dict:
     """Reads a template.
 
     Raises:
+      TemplateError: no such file, or not a template.
       StaleTemplateError: the pipeline code changed since it was compiled.
     """
-    with open(path, encoding="utf-8") as f:
-        template = json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            template = json.load(f)
+        template["fingerprint"], template["nodes"]  # noqa: B018  (the keys every reader needs)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise TemplateError(f"{path} is not a readable DAG template ({type(e).__name__}: {e}); run `make compile`") from e
     if check_fresh and template["fingerprint"] != source_fingerprint():
         raise StaleTemplateError(
             f"{path} was compiled from other pipeline code than is here now; "

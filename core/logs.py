@@ -24,16 +24,13 @@ def configure(stream=None, level: int = logging.INFO) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)
-    if "absl" in sys.modules or _absl_available():
-        import absl.logging
-
+    try:
+        import absl.logging  # TFX and TensorFlow log through absl (absent on the Airflow side)
+    except ImportError:
+        pass
+    else:
         absl.logging.set_verbosity(absl.logging.INFO if level <= logging.INFO else absl.logging.WARNING)
     for name in ("absl", "tensorflow"):
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
 
-
-def _absl_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("absl") is not None

@@ -28,9 +28,28 @@ def write_info(folder: str, info: dict) -> str:
     return files.write_text(os.path.join(folder, layout.RUN_INFO), json.dumps(info, indent=2, sort_keys=True))
 
 
+def _read_json(path: str) -> dict:
+    """Raises NoRunFolder naming the file when it is missing or not JSON."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise NoRunFolder(f"{path} cannot be read ({e})") from e
+
+
 def read_info(folder: str) -> dict:
-    with open(os.path.join(folder, layout.RUN_INFO), encoding="utf-8") as f:
-        return json.load(f)
+    return _read_json(os.path.join(folder, layout.RUN_INFO))
+
+
+def read_result(folder: str, node_id: str) -> NodeResult:
+    """One node's recorded result. Raises NoRunFolder if the node has none or it is unreadable."""
+    path = layout.node_result_path(folder, node_id)
+    if not os.path.exists(path):
+        raise NoRunFolder(f"the run in {folder} has no {node_id} result ({path})")
+    try:
+        return NodeResult(**_read_json(path))
+    except (TypeError, ValueError) as e:
+        raise NoRunFolder(f"{path} is not a node result ({e})") from e
 
 
 def write_result(folder: str, result: NodeResult) -> str:
@@ -42,10 +61,7 @@ def read_results(folder: str) -> list[NodeResult]:
     nodes_dir = os.path.join(folder, layout.NODES_DIR)
     names = [n[: -len(".json")] for n in os.listdir(nodes_dir) if n.endswith(".json")] if os.path.isdir(nodes_dir) else []
     order = {node_id: i for i, node_id in enumerate(read_info(folder).get("nodes") or [])}
-    results = []
-    for node_id in names:
-        with open(layout.node_result_path(folder, node_id), encoding="utf-8") as f:
-            results.append(NodeResult.from_json(f.read()))
+    results = [read_result(folder, node_id) for node_id in names]
     return sorted(results, key=lambda r: (order.get(r.node_id, len(order)), r.execution_id or 0, r.node_id))
 
 

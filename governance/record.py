@@ -90,7 +90,7 @@ class RunRecord:
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
-        out["nodes"] = {k: {f: v for f, v in n.items() if v not in (None, False) or f == "status"}
+        out["nodes"] = {k: {f: v for f, v in n.items() if v is not None and v is not False}
                         for k, n in out["nodes"].items()}
         out["outcome"] = self.outcome.name
         out["outcome_reason"] = self.outcome.reason
@@ -311,7 +311,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
         raise LookupError(f"MLMD has no run {run_id!r} of pipeline {pipeline!r}")
     r = RunRecord(pipeline, run_id, _node_states(mlmd_nodes, results), data={"span": span, "rows": None},
                   backfilled_spans=list(backfilled or []))
-    nodes = mlmd_nodes
+    nodes = mlmd_nodes  # MLMD's executions by node id; r.nodes merges in the runner's results
 
     gen = next((nodes[k] for k in N.EXAMPLE_GENS if k in nodes), None)
     examples = gen.output("examples") if gen else None

@@ -27,7 +27,7 @@ def _training_execution(store, model):
 
 def _report(store, pipeline: str, pipeline_root: str, workdir: str, run_id: str) -> dict:
     """The run's report.json, written from its record first if it is missing."""
-    path = os.path.join(report_lib.report_dir(pipeline_root, run_id), layout.REPORT_JSON)
+    path = os.path.join(layout.report_dir(pipeline_root, run_id), layout.REPORT_JSON)
     if not os.path.exists(path):
         folder = layout.run_dir(workdir, pipeline, run_id)
         record = (record_lib.read_folder(folder, store) if os.path.exists(os.path.join(folder, layout.RUN_INFO))
@@ -57,7 +57,7 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
         if execution is None:
             continue
         run_id = _latest_run(store, model, execution)
-        folder = report_lib.report_dir(pipeline_root, run_id)
+        folder = layout.report_dir(pipeline_root, run_id)
         rep = _report(store, pipeline, pipeline_root, workdir, run_id)
         overall = (rep.get("evaluation") or {}).get("overall") or {}
         version = _pushed_version(store, model)
@@ -114,7 +114,7 @@ def _flag(v: Any) -> str:
 
 def write_index(rows: list[dict], pipeline: str, pipeline_root: str) -> str:
     """`<pipeline_root>/governance/index.html`, linking every candidate's report."""
-    folder = os.path.join(pipeline_root, report_lib.REPORT_DIR)
+    folder = os.path.join(pipeline_root, layout.REPORT_DIR)
     os.makedirs(folder, exist_ok=True)
     e = html.escape
     body = "".join(

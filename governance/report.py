@@ -17,12 +17,7 @@ import shutil
 from core import files, layout
 from governance.record import RunRecord
 
-REPORT_DIR = layout.REPORT_DIR
 SCHEMA_VERSION = 2
-
-
-def report_dir(pipeline_root: str, run_id: str) -> str:
-    return layout.report_dir(pipeline_root, run_id)
 
 
 def build(record: RunRecord) -> dict:
@@ -40,14 +35,14 @@ def write(record: RunRecord, pipeline_root: str) -> dict:
     from governance import html
 
     report = build(record)
-    folder = report_dir(pipeline_root, record.run_id)
+    folder = layout.report_dir(pipeline_root, record.run_id)
     paths = {"json": os.path.join(folder, layout.REPORT_JSON), "html": os.path.join(folder, layout.REPORT_HTML)}
     files.write_text(paths["json"], json.dumps(report, indent=2, sort_keys=True, default=str))
     files.write_text(paths["html"], html.render(report))
     push = report["push"]
     if push.get("pushed") and push.get("path") and os.path.isdir(push["path"]):
         # The report travels with the model; written whole, then renamed into place.
-        target = os.path.join(push["path"], "assets.extra", REPORT_DIR)
+        target = os.path.join(push["path"], "assets.extra", layout.REPORT_DIR)
         staging = target + f".tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)

@@ -89,7 +89,6 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    from core import results
     from governance import approval
 
     config = options.load_config(args.config, workdir=args.workdir)
@@ -97,13 +96,12 @@ def cmd_approve(args: argparse.Namespace) -> int:
     if model_id is None:
         if not (args.pipeline and args.run_id):
             raise BadInput("give --model-id, or --pipeline and --run-id")
-        from core import nodes
+        from core import nodes, run_folder
 
-        path = layout.node_result_path(layout.run_dir(config.workdir, args.pipeline, args.run_id), nodes.TRAINER)
-        if not os.path.exists(path):
-            raise BadInput(f"run {args.run_id} has no Trainer result ({path})")
-        with open(path, encoding="utf-8") as f:
-            model_id = results.NodeResult.from_json(f.read()).outputs["model"][0]["id"]
+        trainer = run_folder.read_result(layout.run_dir(config.workdir, args.pipeline, args.run_id), nodes.TRAINER)
+        if not trainer.outputs.get("model"):
+            raise BadInput(f"run {args.run_id}'s Trainer produced no model ({trainer.status}): nothing to approve")
+        model_id = trainer.outputs["model"][0]["id"]
     try:
         entry = approval.record(config.pipeline_root, model_id, args.decision, args.reviewer, args.comment, args.source)
     except ValueError as e:

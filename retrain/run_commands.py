@@ -128,13 +128,12 @@ def cmd_summary(args) -> int:
     warnings.simplefilter("ignore", FutureWarning)
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     from core import run_folder
-    from governance import report as report_lib
     from runner import runs
 
     folder = options.run_folder(args)
     summary = runs.summarize(folder)
     info = run_folder.read_info(folder)
-    html = os.path.join(report_lib.report_dir(info["pipeline_root"], info["run_id"]), layout.REPORT_HTML)
+    html = os.path.join(layout.report_dir(info["pipeline_root"], info["run_id"]), layout.REPORT_HTML)
     summary["report"] = html if os.path.exists(html) else None
     _print_summary(summary, args.json)
     return outcomes.exit_code(summary["outcome"])

@@ -144,10 +144,6 @@ def backfill(
     return passed
 
 
-def run_dir(workdir: str, pipeline_name: str, run_id: str) -> str:
-    return layout.run_dir(workdir, pipeline_name, run_id)
-
-
 def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) -> dict:
     from runner import node_runner
 
@@ -173,7 +169,7 @@ def prepare(config: PipelineConfig, run_id: str, expect: str | None, log: Callab
     from airflow_tfx import template as dag_template
     from runner import node_runner
 
-    folder = run_dir(config.workdir, config.pipeline_name, run_id)
+    folder = layout.run_dir(config.workdir, config.pipeline_name, run_id)
     log(f"run {run_id}: span {config.span}, run folder {folder}")
     ir = node_runner.bind_run_id(compile_for_span(config), run_id)
     if expect:  # before any work: a DAG whose graph is not the pipeline's must not run
@@ -236,7 +232,7 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
     from runner import node_runner
 
     started = time.monotonic()
-    folder = run_dir(config.workdir, config.pipeline_name, run_id)
+    folder = layout.run_dir(config.workdir, config.pipeline_name, run_id)
     try:
         backfilled = backfill(config, log, on_start, on_end)
     except BackfillError as e:
@@ -252,11 +248,16 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
         on_end(i, n, result)
 
     node_runner.run_pipeline(ir, run_id, on_start, record_result)
-    summary = summarize(folder)
+    from governance import record as record_lib
+    from governance import report as report_lib
+    from runner import summary as summary_lib
+
+    record = record_lib.read_folder(folder)  # read once: the summary and the report are views of it
+    summary = summary_lib.build_summary(record)
     summary["seconds"] = round(time.monotonic() - started, 1)
     summary["run_dir"] = folder
     try:
-        written = write_report(folder)
+        written = report_lib.write(record, os.path.abspath(config.pipeline_root))
     except Exception as e:
         logger.exception("governance report of run %s failed", run_id)
         summary.update(report=None, report_error=f"{type(e).__name__}: {e}")

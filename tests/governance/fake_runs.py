@@ -51,8 +51,7 @@ class FakeRun:
 
     def artifact(self, type_name: str, key: str, props: dict | None = None, files: dict | None = None) -> pb.Artifact:
         type_id = self.store.put_artifact_type(pb.ArtifactType(name=type_name))
-        uri = os.path.join(self.root, type_name, key, str(len(os.listdir(self.root)) if os.path.isdir(self.root) else 0))
-        uri = os.path.join(uri, os.urandom(4).hex())
+        uri = os.path.join(self.root, type_name, key, os.urandom(4).hex())
         os.makedirs(uri, exist_ok=True)
         for name, content in (files or {}).items():
             with open(os.path.join(uri, name), "w", encoding="utf-8") as f:

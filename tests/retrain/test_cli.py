@@ -130,3 +130,24 @@ def test_node_run_of_an_unknown_node_is_exit_2_and_runs_nothing(tmp_path, capsys
     code, out, err = _run(capsys, "node", "run", "--run-dir", folder, "--node", "Traner")
     assert code == exit_codes.BAD_INPUT and "node 'Traner' is not in pipeline taxi" in err
     assert "RESULT" not in out and not os.path.exists(os.path.join(folder, "nodes", "Traner.json"))
+
+
+def test_unreadable_run_files_and_templates_are_exit_2_naming_the_file(tmp_path, capsys):
+    """The same class as a missing run folder: a corrupt run.json, a failed Trainer's result
+    with no model to approve, a DAG template that is not there."""
+    folder = layout.run_dir(str(tmp_path), "taxi", "r1")
+    os.makedirs(os.path.join(folder, "nodes"))
+    with open(os.path.join(folder, "run.json"), "w") as f:
+        f.write("{not json")
+    code, _, err = _run(capsys, "summary", "--run-dir", folder)
+    assert code == exit_codes.BAD_INPUT and "run.json cannot be read" in err and "Traceback" not in err
+    run_folder.write_info(folder, {"run_id": "r1", "pipeline": "taxi"})
+    with open(os.path.join(folder, "nodes", "Trainer.json"), "w") as f:
+        f.write('{"node_id": "Trainer", "status": "failed", "error": "OOM"}')
+    code, _, err = _run(capsys, "approve", "--workdir", str(tmp_path), "--pipeline", "taxi", "--run-id", "r1",
+                        "--decision", "approve", "--reviewer", "ana")
+    assert code == exit_codes.BAD_INPUT and "Trainer produced no model (failed)" in err
+    code, _, err = _run(capsys, "prepare-run", "--config", _config(tmp_path), "--workdir", str(tmp_path),
+                        "--run-id", "r2", "--span", "201612", "--expect", str(tmp_path / "missing.json"))
+    assert code == exit_codes.BAD_INPUT and "missing.json is not a readable DAG template" in err
+    assert not os.path.exists(layout.run_dir(str(tmp_path), "taxi", "r2"))  # nothing written
