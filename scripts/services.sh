@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Database servers for the cluster mode and its tests, from Debian's packages: each with its
+# own data directory under $RETRAIN_SERVICES (default .services/), a loopback port, and its
+# own process group, so `stop` ends exactly what `start` began. Nothing system-wide is
+# started or changed (the packages' own units stay off).
+#   scripts/services.sh start [mariadb|postgres|redis ...]   install if missing, init once, start, wait until ready
+#   scripts/services.sh stop  [mariadb|postgres|redis ...]
+#   scripts/services.sh status
+#   scripts/services.sh mariadb-db NAME     (re)create an empty MariaDB database NAME for the MLMD user
+#   scripts/services.sh env                 the connection settings, as shell exports
+# Ports: RETRAIN_MARIADB_PORT (13306), RETRAIN_POSTGRES_PORT (15432), RETRAIN_REDIS_PORT (16379).
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(mkdir -p "${RETRAIN_SERVICES:-$REPO/.services}" && cd "${RETRAIN_SERVICES:-$REPO/.services}" && pwd)"
+MARIADB_PORT="${RETRAIN_MARIADB_PORT:-13306}"
+POSTGRES_PORT="${RETRAIN_POSTGRES_PORT:-15432}"
+REDIS_PORT="${RETRAIN_REDIS_PORT:-16379}"
+MLMD_USER=retrain
+AIRFLOW_DB=airflow
+
+die() { echo "services: $*" >&2; exit 1; }
+
+apt_install() {  # PACKAGE BINARY: Debian's package, once (Debian 12 and 13 name them alike)
+  command -v "$2" >/dev/null 2>&1 || [ -x "$2" ] && return 0
+  [ "$(id -u)" = 0 ] || die "$1 is not installed; run as root or: apt-get install $1"
+  echo "services: installing $1 (apt-get)" >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+}
+
+secret() {  # NAME: a generated password, made once, readable only by its owner
+  local f="$ROOT/$1.password"
+  [ -s "$f" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$f")
+  cat "$f"
+}
+
+running() { [ -f "$ROOT/$1.pgid" ] && kill -0 -- "-$(cat "$ROOT/$1.pgid")" 2>/dev/null; }
+
+launch() {  # NAME COMMAND...: in its own session/process group, pgid recorded for stop
+  local name="$1"; shift
+  setsid bash -c 'echo $$ > "$0"; exec "$@"' "$ROOT/$name.pgid" "$@" \
+    >>"$ROOT/$name.log" 2>&1 </dev/null &
+}
+
+wait_for() {  # NAME SECONDS CHECK...
+  local name="$1" secs="$2"; shift 2
+  for _ in $(seq 1 "$secs"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
+  tail -20 "$ROOT/$name.log" >&2 || true
+  die "$name did not become ready within $secs s (log: $ROOT/$name.log)"
+}
+
+# --- MariaDB: ML Metadata's store -------------------------------------------------------
+MARIADB_DIR="$ROOT/mariadb"
+MARIADB_SOCK="$ROOT/mariadb.sock"
+mariadb_admin() { mariadb --no-defaults --socket="$MARIADB_SOCK" -uroot "$@"; }
+
+start_mariadb() {
+  apt_install mariadb-server /usr/sbin/mariadbd
+  running mariadb && return 0
+  if [ ! -d "$MARIADB_DIR/mysql" ]; then
+    mkdir -p "$MARIADB_DIR"
+    mariadb-install-db --no-defaults --datadir="$MARIADB_DIR" --user=root \
+      --auth-root-authentication-method=socket --skip-test-db >"$ROOT/mariadb-init.log" 2>&1 \
+      || { tail -20 "$ROOT/mariadb-init.log" >&2; die "mariadb-install-db failed"; }
+  fi
+  launch mariadb /usr/sbin/mariadbd --no-defaults --datadir="$MARIADB_DIR" --port="$MARIADB_PORT" \
+    --bind-address=127.0.0.1 --socket="$MARIADB_SOCK" --pid-file="$ROOT/mariadb.pid" --user=root \
+    --skip-name-resolve --max-connections=500 --innodb-buffer-pool-size=128M
+  wait_for mariadb 60 mariadb_admin -e "SELECT 1"
+  # ml-metadata 1.16's bundled client speaks only mysql_native_password.
+  local pw; pw="$(secret mariadb-$MLMD_USER)"
+  mariadb_admin -e "CREATE USER IF NOT EXISTS '$MLMD_USER'@'127.0.0.1' IDENTIFIED VIA mysql_native_password USING PASSWORD('$pw');
+    ALTER USER '$MLMD_USER'@'127.0.0.1' IDENTIFIED VIA mysql_native_password USING PASSWORD('$pw');
+    GRANT ALL PRIVILEGES ON *.* TO '$MLMD_USER'@'127.0.0.1';"
+}
+
+mariadb_db() {  # NAME: an empty database (dropped first if it exists)
+  [[ "$1" =~ ^[A-Za-z0-9_]+$ ]] || die "database name must be letters, digits, _: $1"
+  running mariadb || start_mariadb
+  mariadb_admin -e "DROP DATABASE IF EXISTS \`$1\`; CREATE DATABASE \`$1\`;"
+}
+
+# --- PostgreSQL: Airflow's metadata database ------------------------------------------
+PG_DIR="$ROOT/postgres"
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+start_postgres() {
+  apt_install postgresql "$(pg_bin)/postgres"
+  local bin; bin="$(pg_bin)"; [ -n "$bin" ] || die "PostgreSQL binaries not found under /usr/lib/postgresql"
+  running postgres && return 0
+  # PostgreSQL refuses to run as root: its data dir belongs to the package's postgres user.
+  if [ ! -f "$PG_DIR/PG_VERSION" ]; then
+    mkdir -p "$PG_DIR"; [ "$(id -u)" = 0 ] && chown postgres: "$PG_DIR"; chmod 700 "$PG_DIR"
+    as_pg "$bin/initdb" -D "$PG_DIR" -U postgres --auth=trust -E UTF8 >"$ROOT/postgres-init.log" 2>&1 \
+      || { tail -20 "$ROOT/postgres-init.log" >&2; die "initdb failed"; }
+  fi
+  [ "$(id -u)" = 0 ] && chown postgres: "$ROOT" 2>/dev/null; touch "$ROOT/postgres.log"; chmod 666 "$ROOT/postgres.log"
+  launch postgres runuser -u postgres -- "$bin/postgres" -D "$PG_DIR" -p "$POSTGRES_PORT" \
+    -c listen_addresses=127.0.0.1 -c unix_socket_directories="$ROOT" -c max_connections=300
+  wait_for postgres 60 "$bin/pg_isready" -h 127.0.0.1 -p "$POSTGRES_PORT"
+  local pw; pw="$(secret postgres-$AIRFLOW_DB)"
+  "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qtAc \
+    "SELECT 1 FROM pg_roles WHERE rolname='$AIRFLOW_DB'" | grep -q 1 \
+    || "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qc "CREATE ROLE $AIRFLOW_DB LOGIN PASSWORD '$pw'"
+  "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qtAc \
+    "SELECT 1 FROM pg_database WHERE datname='$AIRFLOW_DB'" | grep -q 1 \
+    || "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qc "CREATE DATABASE $AIRFLOW_DB OWNER $AIRFLOW_DB"
+}
+
+# --- Redis: the Celery broker -----------------------------------------------------------
+start_redis() {
+  apt_install redis-server /usr/bin/redis-server
+  running redis && return 0
+  mkdir -p "$ROOT/redis"
+  launch redis /usr/bin/redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$ROOT/redis" \
+    --save "" --appendonly no --protected-mode yes
+  wait_for redis 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
+}
+
+stop_one() {
+  running "$1" || { rm -f "$ROOT/$1.pgid"; return 0; }
+  local pgid; pgid="$(cat "$ROOT/$1.pgid")"
+  kill -TERM -- "-$pgid" 2>/dev/null || true
+  for _ in $(seq 1 30); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 1; done
+  kill -KILL -- "-$pgid" 2>/dev/null || true
+  rm -f "$ROOT/$1.pgid"
+  echo "services: $1 stopped" >&2
+}
+
+env_exports() {
+  running mariadb && echo "export RETRAIN_METADATA_URL='mysql://$MLMD_USER@127.0.0.1:$MARIADB_PORT/mlmd'" \
+    && echo "export RETRAIN_METADATA_PASSWORD='$(secret mariadb-$MLMD_USER)'"
+  running postgres && echo "export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='postgresql+psycopg2://$AIRFLOW_DB:$(secret postgres-$AIRFLOW_DB)@127.0.0.1:$POSTGRES_PORT/$AIRFLOW_DB'"
+  running redis && echo "export AIRFLOW__CELERY__BROKER_URL='redis://127.0.0.1:$REDIS_PORT/0'"
+  return 0
+}
+
+ALL=(mariadb postgres redis)
+cmd="${1:-}"; shift || true
+# One caller at a time (the two test suites start the same servers side by side).
+exec 9>"$ROOT/.lock"; flock 9
+names=("$@"); [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
+case "$cmd" in
+  start) for n in "${names[@]}"; do "start_$n"; done ;;
+  stop) for n in "${names[@]}"; do stop_one "$n"; done ;;
+  status) for n in "${ALL[@]}"; do running "$n" && echo "$n: running" || echo "$n: stopped"; done ;;
+  mariadb-db) mariadb_db "${names[0]}" ;;
+  env) env_exports ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
+esac
