@@ -4,6 +4,12 @@ One task per TFX node, with the IR's edges, grouped by stage; a `prepare_run` ta
 (checks inputs, backfills the window, compiles and binds the run's IR in the TFX
 runtime) and a `run_summary` task last (runs whatever happened, prints the summary and
 fails the DAG run if the pipeline did not finish).
+
+Concurrency follows the metadata store. SQLite takes one writer: one task and one run of
+the pipeline at a time. A MySQL/MariaDB store takes many: runs and tasks at once as the
+config's `airflow:` block says, nodes in pools by resource class (`core.nodes`), and
+sensors (`wait_for_baseline`, `wait_for_window`, `wait_for_earlier_runs`) that let a node
+read other months' results only once they are decided (`runner/span_ledger.py`).
 """
 
 from __future__ import annotations
@@ -16,8 +22,13 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, Param, TaskGroup, Trigge
 
 from airflow_tfx import links
 from airflow_tfx import template as template_lib
-from airflow_tfx.operators import TfxNodeOperator, TfxRuntimeOperator
-from core import layout, nodes
+from airflow_tfx.operators import (
+    EarlierRunsSensor,
+    SpanWaitSensor,
+    TfxNodeOperator,
+    TfxRuntimeOperator,
+)
+from core import layout, metadata, nodes
 
 # Deployment settings from the environment (never Variables or Connections at parse time).
 WORKDIR_ENV = "RETRAIN_WORKDIR"
@@ -30,6 +41,21 @@ _STAGE_TOOLTIPS = {
     "evaluate": "the last blessed model and the candidate, TFMA thresholds",
     "push": "atomic push of a blessed model to the serving directory",
 }
+
+
+def concurrency(template: dict, env=os.environ) -> dict:
+    """Runs, tasks and pools for this deployment: one at a time on SQLite, else the config's.
+
+    The store is the environment's `RETRAIN_METADATA_URL` (as the tasks will see it) or
+    the config's `metadata:`; only its kind is read here, never a password.
+    """
+    deployment = template.get("deployment", {})
+    store = metadata.parse(env.get(metadata.URL_ENV) or deployment.get("metadata") or metadata.SQLITE, "")
+    if store.is_sqlite:
+        return {"parallel": False, "max_active_runs": 1, "max_active_tasks": 1, "pools": {}}
+    settings = deployment.get("airflow") or {}
+    return {"parallel": True, "max_active_runs": settings.get("max_active_runs", 1),
+            "max_active_tasks": settings.get("max_active_tasks", 1), "pools": dict(settings.get("pools") or {})}
 
 
 def build_dag(
@@ -45,6 +71,7 @@ def build_dag(
       template_lib.StaleTemplateError: the template was compiled from other pipeline code.
     """
     template = template_lib.read(template_path)
+    limits = concurrency(template)
     workdir = os.environ.get(WORKDIR_ENV, os.path.join(template_lib.REPO, "work"))
     config = os.path.join(template_lib.REPO, template["config"])
     with DAG(
@@ -53,9 +80,8 @@ def build_dag(
         schedule=CronDataIntervalTimetable("0 0 1 * *", timezone="UTC"),
         start_date=start_date,
         catchup=False,
-        max_active_runs=1,
-        # SQLite MLMD takes one writer: one task of this pipeline at a time.
-        max_active_tasks=1,
+        max_active_runs=limits["max_active_runs"],
+        max_active_tasks=limits["max_active_tasks"],
         default_args={
             "retries": 2,
             "retry_delay": dt.timedelta(minutes=1),
@@ -101,12 +127,15 @@ def build_dag(
                 pipeline=template["pipeline"],
                 task_group=groups[node["stage"]],
                 doc_md=f"TFX node `{node['id']}` ({node['type']}).",
+                **_pool(node["id"], limits["pools"]),
             )
         for node in template["nodes"]:
             for up in node["upstream"]:
                 tasks[up] >> tasks[node["id"]]
             if not node["upstream"]:
                 prepare >> tasks[node["id"]]
+        if limits["parallel"]:
+            _wait_tasks(tasks, groups, template["nodes"], prepare, workdir, pipeline)
         if nodes.APPROVAL_GATE in tasks:
             _approval_tasks(tasks, groups.get("push"), workdir, pipeline)
         report = TfxRuntimeOperator(
@@ -121,7 +150,8 @@ def build_dag(
         summary = TfxRuntimeOperator(
             task_id="run_summary",
             pipeline=pipeline,
-            arguments=["summary", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}"],
+            arguments=["summary", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
+                       "--finish"],
             trigger_rule=TriggerRule.ALL_DONE,
             retries=0,
             doc_md="The run's summary; fails when the pipeline did not finish (gate stop, failure).",
@@ -131,6 +161,33 @@ def build_dag(
                 tasks[node["id"]] >> report
         report >> summary
     return dag
+
+
+def _pool(node_id: str, pools: dict) -> dict:
+    """The node's pool by resource class, when the deployment sizes that class."""
+    resource = nodes.resource_class(node_id)
+    return {"pool": resource} if resource in pools else {}
+
+
+def _wait_tasks(tasks: dict, groups: dict, template_nodes: list, prepare, workdir: str, pipeline: str) -> None:
+    """Sensors before the nodes that read other months' results (parallel runs only)."""
+    stage = {n["id"]: n["stage"] for n in template_nodes}
+    waits = {nodes.BASELINE_RESOLVER: ("wait_for_baseline", "baseline"),
+             nodes.WINDOW_RESOLVER: ("wait_for_window", "window"),
+             nodes.MODEL_RESOLVER: ("wait_for_earlier_runs", "models")}
+    for node_id, (task_id, what) in waits.items():
+        if node_id not in tasks:
+            continue
+        common = dict(task_id=task_id, workdir=workdir, pipeline=pipeline, task_group=groups[stage[node_id]])
+        if what == "models":
+            sensor = EarlierRunsSensor(
+                doc_md="Waits until earlier months' runs are finished: the Evaluator's baseline and the "
+                       "push order are then those of a sequential backfill.", **common)
+        else:
+            sensor = SpanWaitSensor(
+                what=what, doc_md=f"Waits until the earlier spans' data gates this {what} reads have decided.",
+                **common)
+        prepare >> sensor >> tasks[node_id]
 
 
 def _approval_tasks(tasks: dict, group, workdir: str, pipeline: str) -> None:

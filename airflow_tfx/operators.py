@@ -17,17 +17,42 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk import BaseOperator, BaseSensorOperator
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowNotFoundException,
+    AirflowSkipException,
+)
 
 from airflow_tfx.links import GovernanceReportLink
 from airflow_tfx.template import REPO
-from core import exit_codes
+from core import exit_codes, metadata
 from core.results import CACHED, FAILED, SKIPPED, NodeResult, parse_result_line
 
 # Which interpreter runs TFX work: read when a task runs, never at DAG-parse time.
 TFX_PYTHON_ENV = "RETRAIN_TFX_PYTHON"
 DEFAULT_TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+
+
+# ML Metadata's URL with its password, when the deployment keeps it in an Airflow
+# connection (else the worker's RETRAIN_METADATA_URL / RETRAIN_METADATA_PASSWORD apply).
+METADATA_CONN_ID = "retrain_metadata"
+
+
+def metadata_env() -> dict[str, str]:
+    """The TFX runtime's metadata settings from the `retrain_metadata` connection, if any.
+
+    Handed to the child process in its environment: never on its command line (which the
+    task log shows), never in a template or the run folder.
+    """
+    from airflow.sdk import Connection
+
+    try:
+        conn = Connection.get(METADATA_CONN_ID)
+    except AirflowNotFoundException:
+        return {}
+    return {metadata.URL_ENV: conn.get_uri()}
 
 
 def tfx_entrypoint() -> list[str]:
@@ -63,37 +88,18 @@ def failure_for_exit_code(rc: int, tail: str) -> Exception:
     return cls(f"{what}:\n{tail}")
 
 
-class TfxRuntimeOperator(BaseOperator):
-    """Runs `retrain <arguments>` in the TFX runtime; the task fails if the command does.
+class TfxRuntimeProcess:
+    """Runs a command in the TFX runtime for a task, streaming its lines to the task log,
+    in its own process group (a timeout or kill ends Beam's and TF's children too)."""
 
-    Every task links to its run's governance report ("Governance report" in the task's links).
-    """
+    _proc: subprocess.Popen | None = None
 
-    template_fields: Sequence[str] = ("arguments",)
-    ui_color = "#e8f4fa"
-    operator_extra_links = (GovernanceReportLink(),)
-
-    def __init__(
-        self, *, arguments: Sequence[str], entrypoint: Sequence[str] | None = None,
-        pipeline: str | None = None, **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.retrain_pipeline = pipeline
-        self.arguments = list(arguments)
-        self.entrypoint = list(entrypoint) if entrypoint else None
-        self._proc: subprocess.Popen | None = None
-
-    def command(self) -> list[str]:
-        return (self.entrypoint or tfx_entrypoint()) + _drop_empty_options(self.arguments)
-
-    def run_command(self) -> tuple[int, list[str], NodeResult | None]:
-        """Runs the command, streaming its lines to the task log; returns (rc, stdout-ish lines, result)."""
-        cmd = self.command()
+    def run_in_tfx_runtime(self, cmd: list[str]) -> tuple[int, list[str], NodeResult | None]:
+        """Returns (exit code, output lines, the `RESULT` line's node result or None)."""
         self.log.info("TFX runtime: %s", shlex.join(cmd))
-        # Own process group, so a timeout or a kill takes Beam's and TF's children too.
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            cwd=REPO, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            cwd=REPO, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **metadata_env()},
         )
         lines, result = [], None
         try:
@@ -123,6 +129,32 @@ class TfxRuntimeOperator(BaseOperator):
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+class TfxRuntimeOperator(TfxRuntimeProcess, BaseOperator):
+    """Runs `retrain <arguments>` in the TFX runtime; the task fails if the command does.
+
+    Every task links to its run's governance report ("Governance report" in the task's links).
+    """
+
+    template_fields: Sequence[str] = ("arguments",)
+    ui_color = "#e8f4fa"
+    operator_extra_links = (GovernanceReportLink(),)
+
+    def __init__(
+        self, *, arguments: Sequence[str], entrypoint: Sequence[str] | None = None,
+        pipeline: str | None = None, **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.retrain_pipeline = pipeline
+        self.arguments = list(arguments)
+        self.entrypoint = list(entrypoint) if entrypoint else None
+
+    def command(self) -> list[str]:
+        return (self.entrypoint or tfx_entrypoint()) + _drop_empty_options(self.arguments)
+
+    def run_command(self) -> tuple[int, list[str], NodeResult | None]:
+        return self.run_in_tfx_runtime(self.command())
 
     def execute(self, context: Any) -> Any:
         rc, lines, _ = self.run_command()
@@ -184,3 +216,65 @@ class TfxNodeOperator(TfxRuntimeOperator):
             self.log.info("output %s: %s", key, ", ".join(uris))
         context["ti"].xcom_push(key="status", value=status)
         return outputs
+
+
+class SpanWaitSensor(TfxRuntimeProcess, BaseSensorOperator):
+    """Waits, without holding a worker slot between pokes, until the earlier spans a node
+    reads are decided: `retrain wait --for baseline|window|models` (runner/span_ledger.py)."""
+
+    template_fields: Sequence[str] = ("arguments",)
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, what: str, workdir: str, pipeline: str, **kwargs):
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 10)
+        kwargs.setdefault("timeout", 6 * 3600)
+        super().__init__(**kwargs)
+        self.what = what
+        self.arguments = ["wait", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
+                          "--for", what, "--timeout", "0"]
+
+    def poke(self, context: Any) -> bool:
+        rc, lines, _ = self.run_in_tfx_runtime(tfx_entrypoint() + list(self.arguments))
+        if rc == exit_codes.NOT_YET:
+            return False
+        if rc != exit_codes.OK:
+            raise failure_for_exit_code(rc, "\n".join(lines[-5:]))
+        return True
+
+
+class EarlierRunsSensor(SpanWaitSensor):
+    """The model phase in month order: waits until this DAG's runs of earlier months are no
+    longer queued or running (Airflow's own record), then until their span claims are closed.
+
+    Then the Evaluator's baseline is the model the previous month left, and pushes happen in
+    month order: a late-finishing older month never replaces a newer served model.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(what="models", **kwargs)
+
+    def poke(self, context: Any) -> bool:
+        dag_run = context["dag_run"]
+        earlier = earlier_month_starts(dag_run.logical_date, self.dag.start_date)
+        open_runs = context["ti"].get_dr_count(dag_id=self.dag_id, logical_dates=earlier,
+                                               states=["queued", "running"]) if earlier else 0
+        if open_runs:
+            self.log.info("%d run(s) of earlier months still open; the model phase waits", open_runs)
+            return False
+        return super().poke(context)
+
+
+def earlier_month_starts(logical_date, start_date) -> list:
+    """The logical dates of a monthly DAG's runs before `logical_date` (first of each month, UTC)."""
+    import pendulum
+
+    if logical_date is None or start_date is None:
+        return []
+    end = pendulum.instance(logical_date).in_timezone("UTC")
+    month = pendulum.instance(start_date).in_timezone("UTC").start_of("month")
+    out = []
+    while month < end.start_of("month"):
+        out.append(month)
+        month = month.add(months=1)
+    return out

@@ -16,8 +16,8 @@ from core.errors import BadInput
 from core.files import write_text
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The code that decides a pipeline's nodes and edges.
-_FINGERPRINTED = ("pipelines", "components")
+# The code that decides a pipeline's nodes and edges (and the node ids and resource classes).
+_FINGERPRINTED = ("pipelines", "components", "core/nodes.py")
 _FINGERPRINTED_SUFFIXES = (".py", ".yaml")
 
 
@@ -33,6 +33,11 @@ def source_fingerprint(repo: str = REPO) -> str:
     """sha256 over the pipeline code (paths and contents), in a stable order."""
     digest = hashlib.sha256()
     for top in _FINGERPRINTED:
+        if os.path.isfile(os.path.join(repo, top)):
+            digest.update(top.encode())
+            with open(os.path.join(repo, top), "rb") as f:
+                digest.update(hashlib.sha256(f.read()).digest())
+            continue
         for folder, dirs, files in sorted(os.walk(os.path.join(repo, top))):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
@@ -44,8 +49,12 @@ def source_fingerprint(repo: str = REPO) -> str:
     return digest.hexdigest()
 
 
-def from_ir(ir: Any, config_path: str, stages: dict[str, str]) -> dict:
-    """Builds the template from a compiled `pipeline_pb2.Pipeline`."""
+def from_ir(ir: Any, config_path: str, stages: dict[str, str], deployment: dict | None = None) -> dict:
+    """Builds the template from a compiled `pipeline_pb2.Pipeline`.
+
+    `deployment`: the config's non-secret settings the DAG needs at parse time (the
+    metadata URL setting, never a password; the `airflow:` concurrency block).
+    """
     nodes = []
     for n in ir.nodes:
         node = n.pipeline_node
@@ -63,6 +72,7 @@ def from_ir(ir: Any, config_path: str, stages: dict[str, str]) -> dict:
         "config": os.path.relpath(os.path.abspath(config_path), REPO),
         "fingerprint": source_fingerprint(),
         "nodes": nodes,
+        "deployment": dict(deployment or {}),
     }
 
 

@@ -13,16 +13,6 @@ INPUT_EVENTS = (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARE
 STATES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
 
 
-def read_only_store(metadata_path: str):
-    """A read-only MLMD store over a SQLite file."""
-    from ml_metadata import metadata_store
-
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = metadata_path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(config)
-
-
 def value(v) -> Any:
     kind = v.WhichOneof("value")
     return getattr(v, kind) if kind else None

@@ -25,3 +25,15 @@ PUSHER = "AtomicPusher"  # TFX's Pusher with an atomic executor (components/atom
 # After ingestion, a backfilled span goes through validation and the gate too, so that
 # only spans that passed reach the training window and serve as drift baselines.
 BACKFILL_AFTER_INGEST = (STATISTICS_GEN, SCHEMA_GEN, EXAMPLE_VALIDATOR, BASELINE_RESOLVER, DATA_GATE)
+
+# Airflow pools by resource class (a pipeline config's `airflow.pools` sizes them): the
+# Beam-heavy data nodes, and the Trainer (sized to the accelerators). Other nodes
+# (resolvers, the gate, checks) use Airflow's default pool.
+RESOURCE_CLASSES = {
+    "tfx_beam": (*EXAMPLE_GENS, STATISTICS_GEN, TRANSFORM, EVALUATOR),
+    "tfx_trainer": (TRAINER,),
+}
+
+
+def resource_class(node_id: str) -> str | None:
+    return next((name for name, ids in RESOURCE_CLASSES.items() if node_id in ids), None)

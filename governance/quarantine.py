@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
-import os
 
 from ml_metadata.proto import metadata_store_pb2
+
+from core import metadata
 
 EXECUTION_TYPE = "SpanQuarantine"
 QUARANTINE, RELEASE = "quarantine", "release"
@@ -42,14 +43,14 @@ def current(store, pipeline: str) -> dict[int, dict]:
     return {span: d for span, d in latest.items() if d["action"] == QUARANTINE}
 
 
-def quarantined_spans(metadata_path: str, pipeline: str) -> dict[int, dict]:
-    """The quarantined spans of a SQLite MLMD file (none if the file does not exist)."""
-    if not os.path.exists(metadata_path):
+def quarantined_spans(where: metadata.Store, pipeline: str) -> dict[int, dict]:
+    """The quarantined spans in a metadata store (none if it does not exist yet)."""
+    if not where.exists():
         return {}
-    return current(_store(metadata_path, readonly=True), pipeline)
+    return current(metadata.open_store(where, readonly=True), pipeline)
 
 
-def record(metadata_path: str, pipeline: str, span: int, action: str, reason: str, by: str | None = None) -> dict:
+def record(where: metadata.Store, pipeline: str, span: int, action: str, reason: str, by: str | None = None) -> dict:
     """Records a decision and returns it.
 
     Raises:
@@ -60,8 +61,7 @@ def record(metadata_path: str, pipeline: str, span: int, action: str, reason: st
         raise ValueError(f"action must be {QUARANTINE!r} or {RELEASE!r}, got {action!r}")
     if not reason.strip():
         raise ValueError("a reason is required: it is what a reviewer reads later")
-    os.makedirs(os.path.dirname(os.path.abspath(metadata_path)), exist_ok=True)
-    store = _store(metadata_path, readonly=False)
+    store = metadata.open_store(where)
     active = current(store, pipeline)
     if action == QUARANTINE and span in active:
         d = active[span]
@@ -85,15 +85,3 @@ def record(metadata_path: str, pipeline: str, span: int, action: str, reason: st
     [execution_id] = store.put_executions([execution])
     return {"id": execution_id, **values}
 
-
-def _store(metadata_path: str, readonly: bool):
-    from ml_metadata import metadata_store
-
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = metadata_path
-    config.sqlite.connection_mode = (
-        metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-        if readonly
-        else metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    )
-    return metadata_store.MetadataStore(config)

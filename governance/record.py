@@ -421,13 +421,15 @@ def read_folder(folder: str, store=None) -> RunRecord:
     Raises:
       LookupError: neither MLMD nor the folder knows the run.
     """
-    from core import run_folder
-    from core.mlmd import read_only_store
+    from core import metadata, run_folder
 
     info = run_folder.read_info(folder)
+    # Run folders before the metadata setting recorded a SQLite path.
+    url = info.get("metadata") or f"sqlite:///{os.path.abspath(info['metadata_path']).lstrip('/')}"
+    where = metadata.resolve(url, "", env={k: v for k, v in os.environ.items() if k != metadata.URL_ENV})
     pipeline_root = info.get("pipeline_root") or layout.pipeline_root(
-        os.path.dirname(os.path.dirname(info["metadata_path"])), info["pipeline"])
+        os.path.dirname(os.path.dirname(where.path)), info["pipeline"])
     if store is None:
-        store = read_only_store(info["metadata_path"])
+        store = metadata.open_store(where, readonly=True)
     return read(store, info["pipeline"], pipeline_root, info["run_id"],
                 run_folder.read_results(folder), info.get("backfilled_spans"), info.get("span"))

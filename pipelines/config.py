@@ -19,6 +19,7 @@ import yaml
 
 from components.trainer.settings import TrainerSettings
 from core import layout, nodes
+from core import metadata as metadata_lib
 from core.errors import BadInput
 
 BeamMode = Literal["in_memory", "multi_processing"]
@@ -92,6 +93,13 @@ class PipelineConfig:
     beam_mode: BeamMode = "in_memory"
     beam_workers: int = 0
     enable_cache: bool = True
+    # ML Metadata's store (core/metadata.py): "sqlite" (<workdir>/metadata/<pipeline>.sqlite)
+    # or mysql://user@127.0.0.1:3306/database. RETRAIN_METADATA_URL wins; the password comes
+    # only from RETRAIN_METADATA_PASSWORD or the Airflow connection `retrain_metadata`.
+    metadata: str = "sqlite"
+    # Airflow concurrency when the store takes concurrent writers (not SQLite): runs and
+    # tasks at once, and pool sizes per resource class (airflow_tfx/dag_factory.py).
+    airflow: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # How the first run of a fresh store gets the earlier spans of its window.
     backfill_window: bool = True
 
@@ -100,8 +108,9 @@ class PipelineConfig:
         return layout.pipeline_root(self.workdir, self.pipeline_name)
 
     @property
-    def metadata_path(self) -> str:
-        return layout.metadata_path(self.workdir, self.pipeline_name)
+    def metadata_store(self) -> metadata_lib.Store:
+        """Where this process reads and writes ML Metadata (the environment may override)."""
+        return metadata_lib.resolve(self.metadata, layout.metadata_path(self.workdir, self.pipeline_name))
 
     @property
     def example_gen_id(self) -> str:
@@ -221,8 +230,40 @@ def validate(config: PipelineConfig) -> None:
     for name in ("preprocessing_fn", "run_fn"):
         if "." not in getattr(config, name):
             raise ConfigError(f"{name}: expected a dotted path module.function")
+    try:
+        metadata_lib.check_config_value(config.metadata)
+        config.metadata_store  # noqa: B018 - parses the URL (and RETRAIN_METADATA_URL) now
+    except metadata_lib.MetadataConfigError as e:
+        raise ConfigError(f"metadata: {e}") from e
+    check_airflow(config.airflow)
     check_hparams(config)
     load_gate_policy(config)
+
+
+AIRFLOW_KEYS = {"max_active_runs", "max_active_tasks", "pools"}
+
+
+def check_airflow(values: Mapping[str, Any]) -> None:
+    """The `airflow:` block: positive run/task limits and pool sizes by resource class.
+
+    Raises:
+      ConfigError: naming the key.
+    """
+    unknown = sorted(set(values) - AIRFLOW_KEYS)
+    if unknown:
+        raise ConfigError(f"airflow: unknown key(s) {unknown}; known: {sorted(AIRFLOW_KEYS)}")
+    for key in ("max_active_runs", "max_active_tasks"):
+        v = values.get(key, 1)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"airflow.{key}: must be an integer >= 1, got {v!r}")
+    pools = values.get("pools", {})
+    if not isinstance(pools, Mapping):
+        raise ConfigError(f"airflow.pools: expected a mapping of resource class: slots, got {pools!r}")
+    for name, slots in pools.items():
+        if name not in nodes.RESOURCE_CLASSES:
+            raise ConfigError(f"airflow.pools: unknown resource class {name!r}; known: {sorted(nodes.RESOURCE_CLASSES)}")
+        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+            raise ConfigError(f"airflow.pools.{name}: must be an integer >= 1, got {slots!r}")
 
 
 def hparams_class(config: PipelineConfig):

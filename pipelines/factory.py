@@ -7,6 +7,7 @@ Node ids are the constants of `core.nodes` (available here as `factory.nodes`), 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 
 import tensorflow_model_analysis as tfma
@@ -21,7 +22,7 @@ from components.evaluator.component import Evaluator
 from components.serving_check import ServingCheck
 from components.span_window import SpanWindowStrategy
 from components.trainer.component import Trainer
-from core import nodes, spans
+from core import metadata, nodes, spans
 from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
 
@@ -324,8 +325,9 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         pipeline_root=config.pipeline_root,
         components=components,
         enable_cache=config.enable_cache,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            config.metadata_path
-        ),
+        # Without its password: the IR is written to the run folder; the node runner adds
+        # the password from the environment (core.metadata.with_password).
+        metadata_connection_config=metadata.connection_config(
+            dataclasses.replace(config.metadata_store, password="")),
         beam_pipeline_args=config.beam_pipeline_args(),
     )

@@ -107,7 +107,7 @@ def cmd_spans(args: argparse.Namespace) -> int:
     from governance import quarantine
 
     config = options.load_config(args.config, workdir=args.workdir, data_root=args.data_root)
-    held = quarantine.quarantined_spans(config.metadata_path, config.pipeline_name)
+    held = quarantine.quarantined_spans(config.metadata_store, config.pipeline_name)
     for s in spans.list_spans(config.data_root):
         note = ""
         if s in held:
@@ -127,7 +127,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     span = spans.parse_span(args.span)
     action = quarantine.RELEASE if args.release else quarantine.QUARANTINE
     try:
-        decision = quarantine.record(config.metadata_path, config.pipeline_name, span, action, args.reason, args.by)
+        decision = quarantine.record(config.metadata_store, config.pipeline_name, span, action, args.reason, args.by)
     except ValueError as e:
         raise BadInput(str(e)) from e
     effect = ("left out of every training window and drift baseline from now on" if action == quarantine.QUARANTINE

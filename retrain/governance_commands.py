@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from core import exit_codes, layout
@@ -55,11 +54,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _store(config):
-    from core.mlmd import read_only_store
+    from core import metadata
 
-    if not os.path.exists(config.metadata_path):
-        raise BadInput(f"no ML Metadata at {config.metadata_path} (no run yet?)")
-    return read_only_store(config.metadata_path)
+    return metadata.open_store(config.metadata_store, readonly=True)
 
 
 def cmd_models(args: argparse.Namespace) -> int:

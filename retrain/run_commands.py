@@ -1,4 +1,4 @@
-"""`retrain run`, `compile`, `prepare-run`, `node run`, `summary`: running the pipeline.
+"""`retrain run`, `compile`, `prepare-run`, `node run`, `wait`, `summary`, `metadata`: running the pipeline.
 
 Argument handling and printing only; the work is in `runner.runs`.
 """
@@ -39,9 +39,29 @@ def add_parsers(sub) -> None:
     options.add_run_dir_options(node_run)
     node_run.add_argument("--node", required=True, dest="node_id")
 
+    wait = sub.add_parser("wait", help="wait until earlier spans' work a prepared run depends on is decided")
+    options.add_run_dir_options(wait)
+    wait.add_argument("--for", dest="what", required=True, choices=["baseline", "window", "models"],
+                      help="baseline: the drift baseline's gate; window: every window span's gate; "
+                           "models: earlier months' runs finished (evaluation and push)")
+    wait.add_argument("--timeout", type=float, default=0.0,
+                      help="seconds to wait; 0: ask once (exit 75 while something is still open)")
+
     summ = sub.add_parser("summary", help="the summary of a prepared run")
     options.add_run_dir_options(summ)
     summ.add_argument("--json", action="store_true")
+    summ.add_argument("--finish", action="store_true",
+                      help="also end the run's span claim (the orchestrator's last task does this)")
+
+    meta = sub.add_parser("metadata", help="the ML Metadata store")
+    meta_sub = meta.add_subparsers(dest="metadata_command", required=True)
+    init = meta_sub.add_parser("init", help="connect and create the schema (once, before parallel runs start)")
+    init.add_argument("--config", default=options.DEFAULT_CONFIG)
+    init.add_argument("--workdir", default="work")
+    claims = meta_sub.add_parser("claims", help="which run holds which span (the parallel-run ledger)")
+    claims.add_argument("--config", default=options.DEFAULT_CONFIG)
+    claims.add_argument("--workdir", default="work")
+    claims.add_argument("--json", action="store_true")
 
 
 def _load(args):
@@ -88,7 +108,8 @@ def cmd_compile(args) -> int:
     config = config_lib.load(args.config)
     # Any span gives the same nodes and edges; the latest one keeps it a real, valid span.
     ir = runs.compile_for_span(config, spans.list_spans(config.data_root)[-1])
-    template = dag_template.from_ir(ir, args.config, NODE_STAGES)
+    template = dag_template.from_ir(ir, args.config, NODE_STAGES,
+                                    {"metadata": config.metadata, "airflow": dict(config.airflow)})
     dag_template.write(template, args.out)
     sys.stdout.write(f"wrote {args.out}: {len(template['nodes'])} nodes, fingerprint {template['fingerprint'][:12]}\n")
     return exit_codes.OK
@@ -131,13 +152,51 @@ def cmd_summary(args) -> int:
     from runner import runs
 
     folder = options.run_folder(args)
-    summary = runs.summarize(folder)
     info = run_folder.read_info(folder)
+    if args.finish:
+        runs.finish_claim(info)
+    summary = runs.summarize(folder)
     html = os.path.join(layout.report_dir(info["pipeline_root"], info["run_id"]), layout.REPORT_HTML)
     summary["report"] = html if os.path.exists(html) else None
     _print_summary(summary, args.json)
     return outcomes.exit_code(summary["outcome"])
 
 
+def cmd_wait(args) -> int:
+    from core import run_folder
+    from runner import runs, span_ledger
+
+    info = run_folder.read_info(options.run_folder(args))
+    node = {v: k for k, v in span_ledger.WAIT_BEFORE.items()}[args.what]
+    try:
+        runs.wait_before_node(info, node, options.say(), timeout_s=args.timeout)
+    except span_ledger.WaitTimeout as e:
+        sys.stdout.write(f"not yet: {e}\n")
+        return exit_codes.NOT_YET
+    sys.stdout.write(f"ready: span {info['span']} {args.what}\n")
+    return exit_codes.OK
+
+
+def cmd_metadata(args) -> int:
+    from core import metadata
+
+    config = options.load_config(args.config, workdir=args.workdir)
+    where = config.metadata_store
+    store = metadata.open_store(where)  # creates the schema on first use
+    if args.metadata_command == "init":
+        sys.stdout.write(f"ML Metadata ready at {where.url}\n")
+        return exit_codes.OK
+    from runner import span_ledger
+
+    rows = sorted(span_ledger.claims(store, config.pipeline_name).values(), key=lambda c: c.span)
+    if args.json:
+        sys.stdout.write(json.dumps([c.__dict__ for c in rows], indent=2) + "\n")
+    else:
+        for c in rows:
+            sys.stdout.write(f"{c.span}  attempt {c.attempt}  {c.kind:<8} {c.phase:<8} gate={c.gate or '-':<7} "
+                             f"{'open' if c.active else 'closed':<6} run {c.owner}  {c.updated_at}\n")
+    return exit_codes.OK
+
+
 COMMANDS = {"run": cmd_run, "compile": cmd_compile, "prepare-run": cmd_prepare_run, "node": cmd_node_run,
-            "summary": cmd_summary}
+            "wait": cmd_wait, "summary": cmd_summary, "metadata": cmd_metadata}

@@ -21,6 +21,7 @@ from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate.component import is_gate_stop
 from core import files, keras_env, mlmd
+from core import metadata as core_metadata
 from core.results import FAILED, NodeResult
 
 logger = logging.getLogger(__name__)
@@ -55,13 +56,26 @@ def node_ids(ir: pipeline_pb2.Pipeline) -> list[str]:
 def _connection_config(ir: pipeline_pb2.Pipeline):
     deployment = runner_utils.extract_local_deployment_config(ir)
     conn = deployment.metadata_connection_config
-    return getattr(conn, conn.WhichOneof("connection_config")), deployment
+    return core_metadata.with_password(getattr(conn, conn.WhichOneof("connection_config"))), deployment
 
 
 def _artifacts(store, execution_id: int, event_types) -> dict[str, list[dict]]:
     """Artifacts an execution consumed or produced, by key, as {"id", "uri"}."""
     by_key = mlmd.artifacts_by_key(store, [execution_id], event_types)[execution_id]
     return {k: [{"id": a.id, "uri": a.uri} for a in v] for k, v in by_key.items()}
+
+
+def run_order(ir: pipeline_pb2.Pipeline, late: Iterable[str] = ()) -> list[str]:
+    """The IR's topological order with the `late` nodes moved before their first downstream node."""
+    order = node_ids(ir)
+    downstream = {n.pipeline_node.node_info.id: set(n.pipeline_node.downstream_nodes) for n in ir.nodes}
+    for node in late:
+        if node not in order:
+            continue
+        order.remove(node)
+        first = next((i for i, other in enumerate(order) if other in downstream[node]), len(order))
+        order.insert(first, node)
+    return order
 
 
 def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
@@ -157,15 +171,19 @@ def run_pipeline(
     on_start: Callable[[int, int, str], None] = lambda i, n, node: None,
     on_end: Callable[[int, int, NodeResult], None] = lambda i, n, result: None,
     only: Iterable[str] | None = None,
+    late: Iterable[str] = (),
 ) -> list[NodeResult]:
     """Runs every node (or only those named) in topological order; stops at the first failure.
+
+    Nodes in `late` run as late as the order allows (just before their first downstream
+    node): a resolver that may wait for other runs then does not hold up this run's work.
 
     Returns:
       One result per node attempted; the last is `failed` if a node raised.
     """
     bound = bind_run_id(ir, run_id)
     wanted = set(only) if only is not None else None
-    ids = [n for n in node_ids(bound) if wanted is None or n in wanted]
+    ids = [n for n in run_order(bound, late) if wanted is None or n in wanted]
     results = []
     for i, node_id in enumerate(ids, 1):
         on_start(i, len(ids), node_id)

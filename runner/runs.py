@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from core import layout, nodes, run_folder, spans
+from core import layout, metadata, nodes, run_folder, spans
 from core import outcome as outcomes
 from core.errors import BadInput
 from core.results import NodeResult
@@ -47,7 +47,7 @@ def load_config(config_path: str, overrides: Mapping[str, Any], span: str | int 
     resolved = preflight.check_run_inputs(config.data_root, wanted, config.schema_path, config.example_format)
     from governance import quarantine
 
-    held = quarantine.quarantined_spans(config.metadata_path, config.pipeline_name).get(resolved)
+    held = quarantine.quarantined_spans(config.metadata_store, config.pipeline_name).get(resolved)
     if held:
         raise preflight.InputError(
             f"span {resolved} is quarantined (by {held['decided_by']} at {held['decided_at']}: {held['reason']});"
@@ -56,15 +56,13 @@ def load_config(config_path: str, overrides: Mapping[str, Any], span: str | int 
     return config_lib.replace(config, span=resolved)
 
 
-def ingested_spans(metadata_path: str, pipeline_name: str, example_gen_id: str = nodes.CSV_EXAMPLE_GEN) -> set[int]:
+def ingested_spans(where: metadata.Store, pipeline_name: str, example_gen_id: str = nodes.CSV_EXAMPLE_GEN) -> set[int]:
     """Spans the pipeline's ExampleGen has already ingested into its MLMD."""
-    if not os.path.exists(metadata_path):
+    if not where.exists():
         return set()
     from ml_metadata.proto import metadata_store_pb2
 
-    from core.mlmd import read_only_store
-
-    store = read_only_store(metadata_path)
+    store = metadata.open_store(where, readonly=True)
     node_ctx = store.get_context_by_type_and_name("node", f"{pipeline_name}.{example_gen_id}")
     if node_ctx is None:
         return set()
@@ -100,13 +98,17 @@ def backfill(
     log: Callable[[str], None],
     on_start=lambda i, n, node: None,
     on_end=lambda i, n, result: None,
+    owner: str = "",
 ) -> list[int]:
     """Ingests, validates and gates the earlier spans the window lacks; returns those that passed.
+
+    Each span is claimed first (`runner.span_ledger`): a span another run is already
+    ingesting is left to it (the window waits for its gate), never ingested twice.
 
     Raises:
       BackfillError: a span could not be ingested for a reason other than the gate.
     """
-    from runner import node_runner
+    from runner import node_runner, span_ledger
 
     if not config.backfill_window:
         return []
@@ -115,12 +117,13 @@ def backfill(
     todo = spans_to_backfill(
         spans.list_spans(config.data_root),
         # A quarantined span stays out: there is nothing to ingest it for.
-        ingested_spans(config.metadata_path, config.pipeline_name, config.example_gen_id)
-        | set(quarantine.quarantined_spans(config.metadata_path, config.pipeline_name)),
+        ingested_spans(config.metadata_store, config.pipeline_name, config.example_gen_id)
+        | set(quarantine.quarantined_spans(config.metadata_store, config.pipeline_name)),
         config.span,
         config.window_spans,
     )
     passed = []
+    store = metadata.open_store(config.metadata_store) if todo else None
     for earlier in todo:
         try:
             spans.resolve_span(config.data_root, earlier, config.example_format)
@@ -129,6 +132,12 @@ def backfill(
         except (spans.SpanError, preflight.InputError) as e:
             log(f"backfill: span {earlier} left out of the window: bad input: {e}")
             continue
+        claim = span_ledger.take(store, config.pipeline_name, earlier, owner or node_runner.new_run_id(),
+                                 span_ledger.BACKFILL)
+        if claim is None:
+            holder = span_ledger.claims(store, config.pipeline_name)[earlier]
+            log(f"backfill: span {earlier} is being ingested by run {holder.owner}; the window waits for its gate")
+            continue
         log(f"backfill: ingesting span {earlier} (window/baseline of {config.span})")
         results = node_runner.run_pipeline(
             compile_for_span(config, earlier), node_runner.new_run_id(), on_start, on_end,
@@ -136,12 +145,80 @@ def backfill(
         )
         last = results[-1]
         if last.status == "failed" and last.gate_stopped:
+            span_ledger.update(store, claim, span_ledger.FINISHED, span_ledger.STOPPED)
             log(f"backfill: span {earlier} stopped by the data gate; left out of the window")
         elif last.status == "failed":
+            span_ledger.update(store, claim, span_ledger.FINISHED, span_ledger.FAILED)
             raise BackfillError(f"backfill of span {earlier} failed at {last.node_id}: {last.error}")
         else:
+            span_ledger.update(store, claim, span_ledger.FINISHED, span_ledger.PASSED)
             passed.append(earlier)
     return passed
+
+
+# How long a run waits for earlier spans' work (another run's gate or model) before it
+# gives up naming what it waited for. Orchestrators wait in their own sensors first.
+WAIT_TIMEOUT_S = float(os.environ.get("RETRAIN_WAIT_TIMEOUT_S", 3 * 3600))
+
+
+def claim_own_span(config: PipelineConfig, owner: str, log: Callable[[str], None],
+                   timeout_s: float = WAIT_TIMEOUT_S):
+    """Claims the run's own span; waits while another run holds it (e.g. ingests it as a
+    backfill), so that this run's ingestion reuses that work instead of repeating it.
+
+    Raises:
+      span_ledger.WaitTimeout: the other claim stayed open longer than `timeout_s`.
+    """
+    from runner import span_ledger
+
+    store = metadata.open_store(config.metadata_store)
+    start, said = time.monotonic(), False
+    while (claim := span_ledger.take(store, config.pipeline_name, config.span, owner, span_ledger.RUN)) is None:
+        holder = span_ledger.claims(store, config.pipeline_name)[config.span]
+        if time.monotonic() - start > timeout_s:
+            raise span_ledger.WaitTimeout(f"span {config.span} is still held by {holder.describe()}")
+        if not said:
+            log(f"span {config.span} is held by {holder.describe()}; waiting for it")
+            said = True
+        time.sleep(2.0)
+    return claim
+
+
+def wait_before_node(info: dict, node_id: str, log: Callable[[str], None], timeout_s: float = WAIT_TIMEOUT_S) -> None:
+    """Before a node that reads other spans' results, waits until their work is decided."""
+    from runner import span_ledger
+
+    what = span_ledger.WAIT_BEFORE.get(node_id)
+    if what is None or info.get("span") is None:
+        return
+    where = metadata.from_record(info["metadata"])
+    waited = span_ledger.wait(lambda: metadata.open_store(where), info["pipeline"], int(info["span"]),
+                              int(info.get("window_spans") or 1), what, info["run_id"], log, timeout_s)
+    if waited > 1:
+        log(f"{node_id}: waited {waited:.0f} s for earlier spans ({what})")
+
+
+def record_node_outcome(info: dict, result: NodeResult) -> None:
+    """The run's span claim follows its DataGate: gated (passed or stopped)."""
+    from runner import span_ledger
+
+    if result.node_id != nodes.DATA_GATE or (result.status == "failed" and not result.gate_stopped):
+        return
+    store = metadata.open_store(metadata.from_record(info["metadata"]))
+    claim = span_ledger.owned(store, info["pipeline"], int(info["span"]), info["run_id"])
+    if claim is not None and claim.active:
+        span_ledger.update(store, claim, span_ledger.GATED,
+                           span_ledger.STOPPED if result.gate_stopped else span_ledger.PASSED)
+
+
+def finish_claim(info: dict) -> None:
+    """Ends the run's span claim: later months' model phase may go on."""
+    from runner import span_ledger
+
+    store = metadata.open_store(metadata.from_record(info["metadata"]))
+    claim = span_ledger.owned(store, info["pipeline"], int(info["span"]), info["run_id"])
+    if claim is not None and claim.active:
+        span_ledger.update(store, claim, span_ledger.FINISHED)
 
 
 def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) -> dict:
@@ -149,7 +226,8 @@ def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) ->
 
     return {
         "run_id": run_id, "span": config.span, "pipeline": config.pipeline_name,
-        "metadata_path": config.metadata_path, "backfilled_spans": backfilled,
+        "metadata": config.metadata_store.url, "backfilled_spans": backfilled,
+        "window_spans": config.window_spans,
         "pipeline_root": os.path.abspath(config.pipeline_root), "nodes": node_runner.node_ids(ir),
     }
 
@@ -176,7 +254,8 @@ def prepare(config: PipelineConfig, run_id: str, expect: str | None, log: Callab
         problem = dag_template.mismatch(dag_template.read(expect, check_fresh=False), ir)
         if problem:
             raise StaleTemplate(f"the DAG is stale: {problem}; run `make compile`")
-    backfilled = backfill(config, log, on_start, on_end)
+    claim_own_span(config, run_id, log)
+    backfilled = backfill(config, log, on_start, on_end, owner=run_id)
     node_runner.write_ir(ir, os.path.join(folder, layout.RUN_IR))
     run_folder.write_info(folder, _run_info(config, run_id, backfilled, ir))
     return {"run_dir": folder, "span": config.span, "backfilled_spans": backfilled}
@@ -198,6 +277,8 @@ def run_one_node(folder: str, node_id: str) -> NodeResult:
     known = node_runner.node_ids(ir)
     if node_id not in known:
         raise UnknownNode(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(known)}")
+    info = run_folder.read_info(folder)
+    wait_before_node(info, node_id, logger.info)
     start = time.monotonic()
     try:
         result = node_runner.run_node(ir, node_id)
@@ -205,6 +286,7 @@ def run_one_node(folder: str, node_id: str) -> NodeResult:
         logger.exception("Node %s failed", node_id)
         result = node_runner.failed_result(node_id, e, time.monotonic() - start)
     run_folder.write_result(folder, result)
+    record_node_outcome(info, result)
     return result
 
 
@@ -231,23 +313,37 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
     the governance report. Returns the summary (with `seconds`, `report`, `run_dir`)."""
     from runner import node_runner
 
+    from runner import span_ledger
+
     started = time.monotonic()
     folder = layout.run_dir(config.workdir, config.pipeline_name, run_id)
+    claim_own_span(config, run_id, log)
+    info = {"metadata": config.metadata_store.url, "pipeline": config.pipeline_name, "span": config.span,
+            "run_id": run_id}
     try:
-        backfilled = backfill(config, log, on_start, on_end)
-    except BackfillError as e:
-        return {"pipeline": config.pipeline_name, "run_id": run_id, "span": config.span,
-                "outcome": outcomes.FAILED_BACKFILLING, "error": str(e),
-                "seconds": round(time.monotonic() - started, 1)}
-    log(f"span {config.span}:")
-    ir = compile_for_span(config)
-    run_folder.write_info(folder, _run_info(config, run_id, backfilled, ir))
+        try:
+            backfilled = backfill(config, log, on_start, on_end, owner=run_id)
+        except BackfillError as e:
+            return {"pipeline": config.pipeline_name, "run_id": run_id, "span": config.span,
+                    "outcome": outcomes.FAILED_BACKFILLING, "error": str(e),
+                    "seconds": round(time.monotonic() - started, 1)}
+        log(f"span {config.span}:")
+        ir = compile_for_span(config)
+        info = _run_info(config, run_id, backfilled, ir)
+        run_folder.write_info(folder, info)
 
-    def record_result(i: int, n: int, result: NodeResult) -> None:
-        run_folder.write_result(folder, result)
-        on_end(i, n, result)
+        def before_node(i: int, n: int, node_id: str) -> None:
+            wait_before_node(info, node_id, log)
+            on_start(i, n, node_id)
 
-    node_runner.run_pipeline(ir, run_id, on_start, record_result)
+        def record_result(i: int, n: int, result: NodeResult) -> None:
+            run_folder.write_result(folder, result)
+            record_node_outcome(info, result)
+            on_end(i, n, result)
+
+        node_runner.run_pipeline(ir, run_id, before_node, record_result, late=span_ledger.WAIT_BEFORE)
+    finally:
+        finish_claim(info)
     from governance import record as record_lib
     from governance import report as report_lib
     from runner import summary as summary_lib

@@ -87,8 +87,8 @@ def calibrate_gate(
     if workdir:
         from governance import quarantine
 
-        metadata = os.path.join(os.path.abspath(workdir), "metadata", f"{config.pipeline_name}.sqlite")
-        skipped = quarantine.quarantined_spans(metadata, config.pipeline_name)
+        where = config_lib.replace(config, workdir=os.path.abspath(workdir)).metadata_store
+        skipped = quarantine.quarantined_spans(where, config.pipeline_name)
         if skipped:
             progress(f"leaving out quarantined span(s): {', '.join(map(str, sorted(skipped)))}")
         span_numbers = [s for s in span_numbers if s not in skipped]

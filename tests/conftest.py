@@ -29,6 +29,26 @@ def run_retrain(*args: str, timeout: int = 900):
 
 
 @pytest.fixture(scope="session")
+def mariadb():
+    """A MariaDB server for ML Metadata (scripts/services.sh: Debian's package, own data dir,
+    127.0.0.1:13306; already running under `make test`). Returns `new_store(name)`: the
+    environment (URL and password) of a fresh, empty database."""
+    import subprocess
+
+    services = os.path.join(REPO, "scripts", "services.sh")
+    subprocess.run([services, "start", "mariadb"], check=True, capture_output=True, text=True, timeout=600)
+    exports = subprocess.run([services, "env"], check=True, capture_output=True, text=True).stdout
+    env = dict(line[len("export "):].split("=", 1) for line in exports.splitlines() if line.startswith("export "))
+    env = {k: v.strip("'") for k, v in env.items() if k.startswith("RETRAIN_METADATA")}
+
+    def new_store(name: str) -> dict[str, str]:
+        subprocess.run([services, "mariadb-db", name], check=True, capture_output=True, text=True, timeout=120)
+        return {**env, "RETRAIN_METADATA_URL": env["RETRAIN_METADATA_URL"].rsplit("/", 1)[0] + f"/{name}"}
+
+    return new_store
+
+
+@pytest.fixture(scope="session")
 def digits_run(tmp_path_factory):
     """One digits workdir shared by the digits e2e and governance tests, as a scheduled
     job's store would be: three embedded spans, and the first run (backfill, train,

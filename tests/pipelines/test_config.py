@@ -73,5 +73,5 @@ def test_config_is_frozen_and_replace_validates():
         c.train_steps = 3  # type: ignore[misc]
     with pytest.raises(config_lib.ConfigError):
         config_lib.replace(c, eval_steps=0)
-    assert c.metadata_path.endswith("metadata/p.sqlite")
+    assert c.metadata_store.path.endswith("metadata/p.sqlite") and c.metadata_store.is_sqlite
     assert c.serving_model_dir.endswith("serving/m")

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from core import layout
+from core import layout, metadata
 from core import nodes as N
 from runner import runs
 from tests.governance.fake_runs import FakeRun, open_store
@@ -34,7 +34,8 @@ def test_spans_to_backfill(available, ingested, span, window, expected):
 
 def test_ingested_spans_are_read_from_the_example_gen_in_mlmd(tmp_path):
     path = layout.metadata_path(str(tmp_path), "taxi")
-    assert runs.ingested_spans(path, "taxi") == set()  # no store yet
+    where = metadata.parse("sqlite", path)
+    assert runs.ingested_spans(where, "taxi") == set()  # no store yet
     os.makedirs(os.path.dirname(path))
     store = open_store(path)
     for i, span in enumerate((201610, 201611)):
@@ -42,5 +43,5 @@ def test_ingested_spans_are_read_from_the_example_gen_in_mlmd(tmp_path):
         run.node(N.CSV_EXAMPLE_GEN, outputs={"examples": [run.artifact("Examples", "examples", {"span": span})]})
     other = FakeRun(store, str(tmp_path / "root"), pipeline="digits", run_id="d")
     other.node(N.CSV_EXAMPLE_GEN, outputs={"examples": [other.artifact("Examples", "examples", {"span": 201601})]})
-    assert runs.ingested_spans(path, "taxi") == {201610, 201611}
-    assert runs.ingested_spans(path, "taxi", N.IMPORT_EXAMPLE_GEN) == set()
+    assert runs.ingested_spans(where, "taxi") == {201610, 201611}
+    assert runs.ingested_spans(where, "taxi", N.IMPORT_EXAMPLE_GEN) == set()
