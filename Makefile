@@ -24,7 +24,8 @@ PYTHON310 ?= $(shell for p in python3.10 $$HOME/.pyenv/versions/3.10*/bin/python
 	/root/.pyenv/versions/3.10*/bin/python3.10 /usr/local/bin/python3.10 /usr/bin/python3.10; do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 
-.PHONY: help venv airflow-venv compile demo run-local test test-tfx test-airflow airflow airflow-stop lock clean
+.PHONY: help venv airflow-venv compile demo run-local test test-tfx test-airflow airflow airflow-stop \
+	airflow-cluster airflow-cluster-stop services services-stop lock clean
 
 help:
 	@echo "make demo          set up what is missing, then run the taxi DAG once through Airflow on the embedded data"
@@ -32,6 +33,8 @@ help:
 	@echo "make run-local     the same pipeline with the local runner: retrain run"
 	@echo "make airflow       start Airflow 3 (UI on http://127.0.0.1:8080) in its own process group"
 	@echo "make airflow-stop  stop it, every process it started"
+	@echo "make airflow-cluster       Airflow as teams run it: PostgreSQL, CeleryExecutor + Redis, 2 workers, MLMD on MariaDB"
+	@echo "make airflow-cluster-stop  stop every process it started, the database servers too"
 	@echo "make compile       recompile the DAG templates dags/compiled/*.json from the pipeline code"
 	@echo "make venv / airflow-venv   only set up the TFX runtime (.venv) / the Airflow control plane (.venv-airflow)"
 	@echo "make lock          re-resolve requirements/*.lock from requirements/*.in"
@@ -79,11 +82,28 @@ airflow: venv airflow-venv $(TEMPLATES)
 airflow-stop:
 	scripts/airflow.sh stop
 
+airflow-cluster: venv airflow-venv $(TEMPLATES)
+	RETRAIN_WORKDIR=$(abspath $(WORKDIR)) scripts/airflow.sh cluster-start
+
+airflow-cluster-stop:
+	scripts/airflow.sh cluster-stop
+
+# MariaDB (ML Metadata), PostgreSQL (Airflow's DB), Redis (Celery broker): Debian's packages,
+# own data dirs under .services/, loopback ports; installed on first use.
+services:
+	scripts/services.sh start
+
+services-stop:
+	scripts/services.sh stop
+
 # The two suites run side by side: the Airflow one mostly waits on one task process at a
 # time, so together they take about the longer one's time instead of the sum (30 -> 16 min).
 # Their lines are prefixed [tfx] / [airflow].
+# The database servers (MariaDB for ML Metadata, PostgreSQL and Redis for the Airflow
+# cluster) start first and stop after, whatever the result.
 test: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
-	$(MAKE) --no-print-directory -j2 test-tfx test-airflow
+	scripts/services.sh start
+	$(MAKE) --no-print-directory -j2 test-tfx test-airflow; rc=$$?; scripts/services.sh stop; exit $$rc
 
 test-tfx: venv /usr/bin/chromium
 	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[tfx] /'

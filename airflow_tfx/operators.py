@@ -14,6 +14,7 @@ import os
 import shlex
 import signal
 import subprocess
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,7 +53,12 @@ def metadata_env() -> dict[str, str]:
         conn = Connection.get(METADATA_CONN_ID)
     except AirflowNotFoundException:
         return {}
-    return {metadata.URL_ENV: conn.get_uri()}
+    # Built from the fields (the URI scheme depends on which providers are installed).
+    user = urllib.parse.quote(conn.login or "", safe="")
+    password = urllib.parse.quote(conn.password or "", safe="")
+    where = f"{conn.host}:{conn.port or 3306}" if conn.host else ""
+    query = f"?socket={urllib.parse.quote(conn.extra_dejson['socket'])}" if conn.extra_dejson.get("socket") else ""
+    return {metadata.URL_ENV: f"mysql://{user}:{password}@{where}/{conn.schema}{query}"}
 
 
 def tfx_entrypoint() -> list[str]:
@@ -245,7 +251,8 @@ class SpanWaitSensor(TfxRuntimeProcess, BaseSensorOperator):
 
 class EarlierRunsSensor(SpanWaitSensor):
     """The model phase in month order: waits until this DAG's runs of earlier months are no
-    longer queued or running (Airflow's own record), then until their span claims are closed.
+    longer queued or running. Airflow's own record is the authority here: a finished DAG run
+    pushes nothing more, whatever state its span claim was left in.
 
     Then the Evaluator's baseline is the model the previous month left, and pushes happen in
     month order: a late-finishing older month never replaces a newer served model.
@@ -262,7 +269,7 @@ class EarlierRunsSensor(SpanWaitSensor):
         if open_runs:
             self.log.info("%d run(s) of earlier months still open; the model phase waits", open_runs)
             return False
-        return super().poke(context)
+        return True
 
 
 def earlier_month_starts(logical_date, start_date) -> list:

@@ -32,6 +32,8 @@ class NodeResult:
     gate_stopped: bool = False
     gate_report: str | None = None
     approval_pending: bool = False
+    # Where it ran: the worker's name (RETRAIN_WORKER_NAME, e.g. a Celery worker) or the host.
+    worker: str | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:

@@ -426,7 +426,7 @@ def read_folder(folder: str, store=None) -> RunRecord:
     info = run_folder.read_info(folder)
     # Run folders before the metadata setting recorded a SQLite path.
     url = info.get("metadata") or f"sqlite:///{os.path.abspath(info['metadata_path']).lstrip('/')}"
-    where = metadata.resolve(url, "", env={k: v for k, v in os.environ.items() if k != metadata.URL_ENV})
+    where = metadata.from_record(url)
     pipeline_root = info.get("pipeline_root") or layout.pipeline_root(
         os.path.dirname(os.path.dirname(where.path)), info["pipeline"])
     if store is None:

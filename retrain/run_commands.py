@@ -16,6 +16,7 @@ import warnings
 from core import exit_codes, layout, logs
 from core import outcome as outcomes
 from core import results as results_lib
+from core.errors import BadInput
 from retrain import options
 
 
@@ -62,6 +63,10 @@ def add_parsers(sub) -> None:
     claims.add_argument("--config", default=options.DEFAULT_CONFIG)
     claims.add_argument("--workdir", default="work")
     claims.add_argument("--json", action="store_true")
+    release = meta_sub.add_parser("release", help="close the open claim of a span whose run died without closing it")
+    release.add_argument("--config", default=options.DEFAULT_CONFIG)
+    release.add_argument("--workdir", default="work")
+    release.add_argument("--span", required=True)
 
 
 def _load(args):
@@ -188,6 +193,15 @@ def cmd_metadata(args) -> int:
         return exit_codes.OK
     from runner import span_ledger
 
+    if args.metadata_command == "release":
+        from core import spans
+
+        try:
+            closed = span_ledger.release(store, config.pipeline_name, spans.parse_span(args.span))
+        except (LookupError, spans.SpanError) as e:
+            raise BadInput(str(e)) from e
+        sys.stdout.write(f"closed: {closed.describe()}\n")
+        return exit_codes.OK
     rows = sorted(span_ledger.claims(store, config.pipeline_name).values(), key=lambda c: c.span)
     if args.json:
         sys.stdout.write(json.dumps([c.__dict__ for c in rows], indent=2) + "\n")

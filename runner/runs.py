@@ -9,8 +9,10 @@ the run's outcome from its record (`governance.record`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -278,13 +280,15 @@ def run_one_node(folder: str, node_id: str) -> NodeResult:
     if node_id not in known:
         raise UnknownNode(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(known)}")
     info = run_folder.read_info(folder)
-    wait_before_node(info, node_id, logger.info)
+    if node_id != nodes.MODEL_RESOLVER:  # the model phase's order is the orchestrator's (Airflow: by DAG runs)
+        wait_before_node(info, node_id, logger.info)
     start = time.monotonic()
     try:
         result = node_runner.run_node(ir, node_id)
     except Exception as e:  # the node's own failure: recorded, then reported by exit code
         logger.exception("Node %s failed", node_id)
         result = node_runner.failed_result(node_id, e, time.monotonic() - start)
+    result = dataclasses.replace(result, worker=os.environ.get("RETRAIN_WORKER_NAME") or socket.gethostname())
     run_folder.write_result(folder, result)
     record_node_outcome(info, result)
     return result
@@ -311,9 +315,7 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
                 on_start=lambda i, n, node: None, on_end=lambda i, n, result: None) -> dict:
     """A whole run in this process: backfill, every node, the run folder, the summary and
     the governance report. Returns the summary (with `seconds`, `report`, `run_dir`)."""
-    from runner import node_runner
-
-    from runner import span_ledger
+    from runner import node_runner, span_ledger
 
     started = time.monotonic()
     folder = layout.run_dir(config.workdir, config.pipeline_name, run_id)

@@ -154,6 +154,18 @@ def update(store, claim: Claim, phase: str, gate: str | None = None) -> Claim:
                                updated_at=values["updated_at"])
 
 
+def release(store, pipeline: str, span: int) -> Claim:
+    """Closes a span's open claim whose run died without closing it (an operator's decision).
+
+    Raises:
+      LookupError: the span has no open claim.
+    """
+    claim = claims(store, pipeline).get(span)
+    if claim is None or not claim.active:
+        raise LookupError(f"span {span} of {pipeline} has no open claim")
+    return update(store, claim, FINISHED)
+
+
 def owned(store, pipeline: str, span: int, owner: str) -> Claim | None:
     c = claims(store, pipeline).get(span)
     return c if c is not None and c.owner == owner else None
@@ -194,7 +206,8 @@ def wait(open_store: Callable[[], object], pipeline: str, span: int, window_span
             return time.monotonic() - start
         text = "; ".join(c.describe() for c in blocking)
         if time.monotonic() - start >= timeout_s:
-            raise WaitTimeout(f"span {span}: {what} still waits after {timeout_s:.0f} s for {text}")
+            raise WaitTimeout(f"span {span}: {what} still waits after {timeout_s:.0f} s for {text} (if that run is "
+                              f"gone, close its claim: retrain metadata release --span SPAN)")
         if text != said:
             log(f"span {span}: {what} waits for {text}")
             said = text

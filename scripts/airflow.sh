@@ -4,6 +4,10 @@
 #   scripts/airflow.sh stop    stop that whole process group (scheduler, API server, workers...)
 #   scripts/airflow.sh demo    run the taxi DAG once through Airflow (airflow dags test), then its summary
 #   scripts/airflow.sh test-dag DATE [airflow dags test options]
+#   scripts/airflow.sh cluster-start   Airflow as teams run it: PostgreSQL metadata DB, CeleryExecutor with a
+#                                      Redis broker, scheduler, API server, dag-processor, triggerer and two
+#                                      Celery workers as separate processes; ML Metadata on MariaDB
+#   scripts/airflow.sh cluster-stop    stop all of it, the database servers too
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 AF="$REPO/.venv-airflow/bin"
@@ -88,10 +92,102 @@ demo() {
   return "$rc"
 }
 
+# --- cluster mode ---------------------------------------------------------------------
+CLUSTER_HOME="${AIRFLOW_CLUSTER_HOME:-$REPO/.airflow-cluster}"
+CLUSTER_PGID="$CLUSTER_HOME/cluster.pgid"
+SERVICES="$REPO/scripts/services.sh"
+
+cluster_env() {  # the settings every cluster process shares (secrets generated once, 0600)
+  mkdir -p "$CLUSTER_HOME"
+  export AIRFLOW_HOME="$CLUSTER_HOME"
+  eval "$("$SERVICES" env)"
+  export AIRFLOW__CORE__EXECUTOR=CeleryExecutor
+  export AIRFLOW__CELERY__RESULT_BACKEND="db+$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"
+  export AIRFLOW__CELERY__WORKER_CONCURRENCY="${RETRAIN_WORKER_SLOTS:-4}"
+  # The same login as `make airflow`: the user list and the generated password file are shared.
+  export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$REPO/.airflow/simple_auth_manager_passwords.json.generated"
+  mkdir -p "$REPO/.airflow"
+  # Processes that must trust each other's tokens and read each other's encrypted connections.
+  [ -s "$CLUSTER_HOME/jwt.secret" ] || (umask 077; head -c 32 /dev/urandom | base64 > "$CLUSTER_HOME/jwt.secret")
+  [ -s "$CLUSTER_HOME/fernet.key" ] || (umask 077; head -c 32 /dev/urandom | base64 | tr '+/' '-_' > "$CLUSTER_HOME/fernet.key")
+  export AIRFLOW__API_AUTH__JWT_SECRET="$(cat "$CLUSTER_HOME/jwt.secret")"
+  export AIRFLOW__CORE__FERNET_KEY="$(cat "$CLUSTER_HOME/fernet.key")"
+  export AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL=30
+  # ML Metadata: the URL (no password) for every process, DAG parsing included; the password
+  # lives only in the Airflow connection `retrain_metadata` that the tasks read.
+  export RETRAIN_METADATA_URL="mysql://retrain@127.0.0.1:${RETRAIN_MARIADB_PORT:-13306}/${RETRAIN_MLMD_DATABASE:-mlmd}"
+  MLMD_PASSWORD="$RETRAIN_METADATA_PASSWORD"; unset RETRAIN_METADATA_PASSWORD
+  CLUSTER_URL="http://127.0.0.1:$AIRFLOW__API__PORT"
+}
+
+cluster_start() {
+  if [ -f "$CLUSTER_PGID" ] && kill -0 -- "-$(cat "$CLUSTER_PGID")" 2>/dev/null; then
+    echo "the Airflow cluster is already running (process group $(cat "$CLUSTER_PGID"))"; return 0
+  fi
+  "$SERVICES" start mariadb postgres redis
+  cluster_env
+  local logs="$CLUSTER_HOME/processes"; mkdir -p "$logs"
+  "$AF/airflow" db migrate >"$logs/db-migrate.log" 2>&1 || { tail -20 "$logs/db-migrate.log" >&2; exit 1; }
+  "$AF/airflow" connections delete retrain_metadata >/dev/null 2>&1 || true
+  "$AF/airflow" connections add retrain_metadata --conn-type mysql --conn-host 127.0.0.1 \
+    --conn-port "${RETRAIN_MARIADB_PORT:-13306}" --conn-login retrain --conn-password "$MLMD_PASSWORD" \
+    --conn-schema "${RETRAIN_MLMD_DATABASE:-mlmd}" >/dev/null
+  # One pool per resource class, sized by the pipeline configs (the largest wins).
+  "$AF/python" -m airflow_tfx.pools "$REPO"/dags/compiled/*.json | while read -r pool slots; do
+    "$AF/airflow" pools set "$pool" "$slots" "retrain resource class $pool" >/dev/null
+  done
+  # The schema exists before parallel tasks start (ml-metadata creates it on first use).
+  RETRAIN_METADATA_PASSWORD="$MLMD_PASSWORD" "$RETRAIN_TFX_PYTHON" -m retrain.cli metadata init \
+    --workdir "$RETRAIN_WORKDIR"
+  # Every process in one process group (setsid), each with its own log.
+  setsid bash -c '
+    echo $$ > "$0"; AF="$1"; logs="$2"
+    "$AF/airflow" scheduler > "$logs/scheduler.log" 2>&1 &
+    "$AF/airflow" dag-processor > "$logs/dag-processor.log" 2>&1 &
+    "$AF/airflow" triggerer > "$logs/triggerer.log" 2>&1 &
+    "$AF/airflow" api-server --host 127.0.0.1 --port "$AIRFLOW__API__PORT" > "$logs/api-server.log" 2>&1 &
+    RETRAIN_WORKER_NAME=worker1 "$AF/airflow" celery worker --celery-hostname "worker1@%h" > "$logs/worker1.log" 2>&1 &
+    RETRAIN_WORKER_NAME=worker2 "$AF/airflow" celery worker --celery-hostname "worker2@%h" --skip-serve-logs \
+      > "$logs/worker2.log" 2>&1 &
+    wait' "$CLUSTER_PGID" "$AF" "$logs" </dev/null &
+  for _ in $(seq 1 180); do
+    if curl -fsS "$CLUSTER_URL/api/v2/monitor/health" >/dev/null 2>&1; then
+      echo "Airflow cluster UI: $CLUSTER_URL  (user: ${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS%%:*})"
+      echo "password:           $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"
+      echo "processes:          scheduler, dag-processor, triggerer, api-server, worker1, worker2 (logs: $logs)"
+      echo "ML Metadata:        $RETRAIN_METADATA_URL; stop with: make airflow-cluster-stop"
+      return 0
+    fi
+    sleep 1
+  done
+  echo "the Airflow cluster did not answer on $CLUSTER_URL within 180 s; see $logs" >&2
+  cluster_stop; exit 1
+}
+
+cluster_stop() {
+  if [ -f "$CLUSTER_PGID" ]; then
+    local pgid; pgid="$(cat "$CLUSTER_PGID")"
+    kill -TERM -- "-$pgid" 2>/dev/null || true
+    for _ in $(seq 1 45); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- "-$pgid" 2>/dev/null || true
+    rm -f "$CLUSTER_PGID"
+    echo "Airflow cluster stopped (process group $pgid)"
+  fi
+  [ -n "${KEEP_SERVICES:-}" ] || "$SERVICES" stop
+}
+
+cluster_airflow() {  # the airflow CLI against the cluster (e.g. backfill create)
+  cluster_env
+  exec "$AF/airflow" "$@"
+}
+
 case "${1:-}" in
   start) start ;;
+  cluster-start) cluster_start ;;
+  cluster-stop) cluster_stop ;;
+  cluster-airflow) shift; cluster_airflow "$@" ;;
   stop) stop ;;
   demo) demo ;;
   test-dag) shift; test_dag "$@" ;;
-  *) sed -n '2,6p' "$0"; exit 2 ;;
+  *) sed -n '2,10p' "$0"; exit 2 ;;
 esac

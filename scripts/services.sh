@@ -7,7 +7,9 @@
 #   scripts/services.sh stop  [mariadb|postgres|redis ...]
 #   scripts/services.sh status
 #   scripts/services.sh mariadb-db NAME     (re)create an empty MariaDB database NAME for the MLMD user
+#   scripts/services.sh postgres-db NAME    (re)create an empty PostgreSQL database NAME for Airflow
 #   scripts/services.sh env                 the connection settings, as shell exports
+# RETRAIN_AIRFLOW_DATABASE (airflow) and RETRAIN_REDIS_DB (0) pick Airflow's database and broker DB.
 # Ports: RETRAIN_MARIADB_PORT (13306), RETRAIN_POSTGRES_PORT (15432), RETRAIN_REDIS_PORT (16379).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,7 +18,7 @@ MARIADB_PORT="${RETRAIN_MARIADB_PORT:-13306}"
 POSTGRES_PORT="${RETRAIN_POSTGRES_PORT:-15432}"
 REDIS_PORT="${RETRAIN_REDIS_PORT:-16379}"
 MLMD_USER=retrain
-AIRFLOW_DB=airflow
+AIRFLOW_DB="${RETRAIN_AIRFLOW_DATABASE:-airflow}"
 
 die() { echo "services: $*" >&2; exit 1; }
 
@@ -99,13 +101,19 @@ start_postgres() {
   launch postgres runuser -u postgres -- "$bin/postgres" -D "$PG_DIR" -p "$POSTGRES_PORT" \
     -c listen_addresses=127.0.0.1 -c unix_socket_directories="$ROOT" -c max_connections=300
   wait_for postgres 60 "$bin/pg_isready" -h 127.0.0.1 -p "$POSTGRES_PORT"
-  local pw; pw="$(secret postgres-$AIRFLOW_DB)"
+  local pw; pw="$(secret postgres-airflow)"
   "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qtAc \
-    "SELECT 1 FROM pg_roles WHERE rolname='$AIRFLOW_DB'" | grep -q 1 \
-    || "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qc "CREATE ROLE $AIRFLOW_DB LOGIN PASSWORD '$pw'"
-  "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qtAc \
-    "SELECT 1 FROM pg_database WHERE datname='$AIRFLOW_DB'" | grep -q 1 \
-    || "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qc "CREATE DATABASE $AIRFLOW_DB OWNER $AIRFLOW_DB"
+    "SELECT 1 FROM pg_roles WHERE rolname='airflow'" | grep -q 1 \
+    || "$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres -qc "CREATE ROLE airflow LOGIN PASSWORD '$pw'"
+  postgres_db "$AIRFLOW_DB" keep
+}
+
+postgres_db() {  # NAME [keep]: a database owned by the airflow role (recreated empty unless keep)
+  [[ "$1" =~ ^[a-z0-9_]+$ ]] || die "database name must be lower-case letters, digits, _: $1"
+  local bin; bin="$(pg_bin)"; local psql=("$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres)
+  if [ "${2:-}" != keep ]; then "${psql[@]}" -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)"; fi
+  "${psql[@]}" -qtAc "SELECT 1 FROM pg_database WHERE datname='$1'" | grep -q 1 \
+    || "${psql[@]}" -qc "CREATE DATABASE $1 OWNER airflow"
 }
 
 # --- Redis: the Celery broker -----------------------------------------------------------
@@ -131,8 +139,8 @@ stop_one() {
 env_exports() {
   running mariadb && echo "export RETRAIN_METADATA_URL='mysql://$MLMD_USER@127.0.0.1:$MARIADB_PORT/mlmd'" \
     && echo "export RETRAIN_METADATA_PASSWORD='$(secret mariadb-$MLMD_USER)'"
-  running postgres && echo "export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='postgresql+psycopg2://$AIRFLOW_DB:$(secret postgres-$AIRFLOW_DB)@127.0.0.1:$POSTGRES_PORT/$AIRFLOW_DB'"
-  running redis && echo "export AIRFLOW__CELERY__BROKER_URL='redis://127.0.0.1:$REDIS_PORT/0'"
+  running postgres && echo "export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='postgresql+psycopg2://airflow:$(secret postgres-airflow)@127.0.0.1:$POSTGRES_PORT/$AIRFLOW_DB'"
+  running redis && echo "export AIRFLOW__CELERY__BROKER_URL='redis://127.0.0.1:$REDIS_PORT/${RETRAIN_REDIS_DB:-0}'"
   return 0
 }
 
@@ -146,6 +154,7 @@ case "$cmd" in
   stop) for n in "${names[@]}"; do stop_one "$n"; done ;;
   status) for n in "${ALL[@]}"; do running "$n" && echo "$n: running" || echo "$n: stopped"; done ;;
   mariadb-db) mariadb_db "${names[0]}" ;;
+  postgres-db) running postgres || start_postgres; postgres_db "${names[0]}" ;;
   env) env_exports ;;
   *) sed -n '2,11p' "$0"; exit 2 ;;
 esac

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from serving import model_config, tensors
-from serving.batching import BatchOptions, Batcher
+from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound
 from serving.layout import discover
 from serving.manager import ModelManager
