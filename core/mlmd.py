@@ -110,11 +110,11 @@ def producer(store, artifact_id: int):
     return None, None
 
 
-def consumers(store, artifact_id: int) -> list[tuple[Any, str]]:
-    """(execution, node id) of every execution that read an artifact."""
+def consumers(store, artifact_id: int, key: str | None = None) -> list[tuple[Any, str]]:
+    """(execution, node id) of every execution that read an artifact (under input `key`, if given)."""
     out = []
     for e in store.get_events_by_artifact_ids([artifact_id]):
-        if e.type in INPUT_EVENTS:
+        if e.type in INPUT_EVENTS and (key is None or (e.path.steps and e.path.steps[0].key == key)):
             [execution] = store.get_executions_by_id([e.execution_id])
             out.append((execution, _node_id(store, execution)))
     return out

@@ -77,10 +77,11 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
 
 
 def _latest_run(store, model, training_execution) -> str:
-    """The run that judged the candidate last: the newest run whose nodes read the model
-    (a re-run after an approval, or a cached re-run, judges the same Model artifact again);
-    the training run if none did."""
-    readers = [e for e, _ in lineage.consumers(store, model.id)]
+    """The run that judged the candidate last: the newest run whose nodes read the model as
+    their candidate (a re-run after an approval, or a cached re-run, judges the same Model
+    artifact again); the training run if none did. A later month reading it as its
+    baseline (the Evaluator's `baseline_model`, the model resolver) does not count."""
+    readers = [e for e, node in lineage.consumers(store, model.id, key="model") if node != nodes.MODEL_RESOLVER]
     newest = max(readers, key=lambda e: e.id, default=training_execution)
     return lineage.run_id_of(store, newest) or lineage.run_id_of(store, training_execution)
 

@@ -256,8 +256,16 @@ def prepare(config: PipelineConfig, run_id: str, expect: str | None, log: Callab
         problem = dag_template.mismatch(dag_template.read(expect, check_fresh=False), ir)
         if problem:
             raise StaleTemplate(f"the DAG is stale: {problem}; run `make compile`")
-    claim_own_span(config, run_id, log)
-    backfilled = backfill(config, log, on_start, on_end, owner=run_id)
+    claim = claim_own_span(config, run_id, log)
+    try:
+        backfilled = backfill(config, log, on_start, on_end, owner=run_id)
+    except BaseException:
+        # No run folder will exist for run_summary to close the claim from: close it here,
+        # or later months would wait for a span nobody works on.
+        from runner import span_ledger
+
+        span_ledger.update(metadata.open_store(config.metadata_store), claim, span_ledger.FINISHED)
+        raise
     node_runner.write_ir(ir, os.path.join(folder, layout.RUN_IR))
     run_folder.write_info(folder, _run_info(config, run_id, backfilled, ir))
     return {"run_dir": folder, "span": config.span, "backfilled_spans": backfilled}

@@ -112,7 +112,7 @@ cluster_env() {  # the settings every cluster process shares (secrets generated 
   [ -s "$CLUSTER_HOME/fernet.key" ] || (umask 077; head -c 32 /dev/urandom | base64 | tr '+/' '-_' > "$CLUSTER_HOME/fernet.key")
   export AIRFLOW__API_AUTH__JWT_SECRET="$(cat "$CLUSTER_HOME/jwt.secret")"
   export AIRFLOW__CORE__FERNET_KEY="$(cat "$CLUSTER_HOME/fernet.key")"
-  export AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL=30
+  export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30
   # ML Metadata: the URL (no password) for every process, DAG parsing included; the password
   # lives only in the Airflow connection `retrain_metadata` that the tasks read.
   export RETRAIN_METADATA_URL="mysql://retrain@127.0.0.1:${RETRAIN_MARIADB_PORT:-13306}/${RETRAIN_MLMD_DATABASE:-mlmd}"
@@ -149,7 +149,7 @@ cluster_start() {
     RETRAIN_WORKER_NAME=worker1 "$AF/airflow" celery worker --celery-hostname "worker1@%h" > "$logs/worker1.log" 2>&1 &
     RETRAIN_WORKER_NAME=worker2 "$AF/airflow" celery worker --celery-hostname "worker2@%h" --skip-serve-logs \
       > "$logs/worker2.log" 2>&1 &
-    wait' "$CLUSTER_PGID" "$AF" "$logs" </dev/null &
+    wait' "$CLUSTER_PGID" "$AF" "$logs" </dev/null >"$logs/cluster.log" 2>&1 &
   for _ in $(seq 1 180); do
     if curl -fsS "$CLUSTER_URL/api/v2/monitor/health" >/dev/null 2>&1; then
       echo "Airflow cluster UI: $CLUSTER_URL  (user: ${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS%%:*})"

@@ -97,7 +97,8 @@ def cluster(spans: list[dt.date], root: str, conf: dict, max_active_runs: int) -
         done: dict[str, float] = {}
         while len(done) < len(spans):
             out = airflow("dags", "list-runs", "taxi_retraining", "-o", "json")
-            for r in json.loads(out[out.index("["):]) if "[" in out else []:
+            rows = [line for line in out.splitlines() if line.startswith("[{")]
+            for r in json.loads(rows[-1]) if rows else []:
                 if r["run_id"].startswith("backfill__") and r["state"] in ("success", "failed") and r["run_id"] not in done:
                     done[r["run_id"]] = time.monotonic() - start
                     say(f"  cluster {r['run_id']}: {r['state']} after {done[r['run_id']]:6.1f} s ({len(done)}/{len(spans)})")

@@ -26,9 +26,9 @@ AIRFLOW = os.path.join(REPO, ".venv-airflow", "bin", "airflow")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("af")
     data = root / "data"
-    # Six months (the shipped window): their eval split (~100 trips) is above the
-    # Evaluator's minimum (50), under which a candidate is not judged.
-    for span in (201607, 201608, 201609, 201610, 201611, 201612):
+    # Two 2013 months (~170-200 trips each): a two-month window's eval split (~85 trips) is
+    # above the Evaluator's minimum (50), under which a candidate is not judged.
+    for span in (201302, 201303):
         shutil.copytree(os.path.join(TAXI_DATA, f"span-{span}"), data / f"span-{span}")
     return {
         **os.environ,
@@ -41,7 +41,7 @@ def env(tmp_path_factory):
 
 def dag_test(env, date: str) -> tuple[str, str, dict]:
     proc = subprocess.run(
-        [os.path.join(REPO, "scripts", "airflow.sh"), "test-dag", date, "--conf", json.dumps({"window": 6})],
+        [os.path.join(REPO, "scripts", "airflow.sh"), "test-dag", date, "--conf", json.dumps({"window": 2})],
         env=env, capture_output=True, text=True, timeout=1800,
     )
     finished = re.search(r"run_id=(\S+) state=(\w+)", proc.stderr)
@@ -77,27 +77,27 @@ def versions(env) -> list[str]:
 
 
 def test_good_month_runs_every_task_and_pushes(env):
-    run_id, state, tasks = dag_test(env, "2017-01-01")  # the run for December 2016
+    run_id, state, tasks = dag_test(env, "2013-04-01")  # the run for March 2013
     assert state == "success"
     assert len(tasks) == 16  # prepare_run, 13 TFX nodes, governance_report, run_summary
     assert set(tasks.values()) == {"success"}, tasks
     s = summary(env, run_id)
-    assert s["span"] == 201612 and s["run_id"] == run_id  # Airflow's run id is TFX's
-    assert s["outcome"] == "pushed" and s["window_spans"] == [201607, 201608, 201609, 201610, 201611, 201612]
+    assert s["span"] == 201303 and s["run_id"] == run_id  # Airflow's run id is TFX's
+    assert s["outcome"] == "pushed" and s["window_spans"] == [201302, 201303]
     assert [s["pushed"]["version"]] == versions(env)
     report = governance_report(env, run_id)
     assert report["outcome"] == "pushed" and report["run_id"] == run_id
 
 
 def test_corrupted_month_is_stopped_at_the_gate(env):
-    with open(os.path.join(TAXI_DATA, "span-201612", "data.csv"), newline="") as f:
+    with open(os.path.join(TAXI_DATA, "span-201304", "data.csv"), newline="") as f:
         rows = list(csv.reader(f))
     col = rows[0].index("payment_type")
-    os.makedirs(os.path.join(env["RETRAIN_DATA_ROOT_TAXI"], "span-201701"))
-    with open(os.path.join(env["RETRAIN_DATA_ROOT_TAXI"], "span-201701", "data.csv"), "w", newline="") as f:
+    os.makedirs(os.path.join(env["RETRAIN_DATA_ROOT_TAXI"], "span-201304"))
+    with open(os.path.join(env["RETRAIN_DATA_ROOT_TAXI"], "span-201304", "data.csv"), "w", newline="") as f:
         csv.writer(f).writerows([rows[0]] + [r[:col] + ["Bitcoin"] + r[col + 1:] for r in rows[1:]])
     before = versions(env)
-    run_id, state, tasks = dag_test(env, "2017-02-01")  # the run for January 2017
+    run_id, state, tasks = dag_test(env, "2013-05-01")  # the run for April 2013
     assert state == "failed"
     assert tasks["validate_data.DataGate"] == "failed"
     for later in ("train.Transform", "train.Trainer", "evaluate.Evaluator", "push.AtomicPusher"):

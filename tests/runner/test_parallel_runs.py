@@ -133,8 +133,8 @@ def test_cli_commands_read_and_write_the_mariadb_store(backfills, command):
                           env=env, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     if command[0] == "models":
-        rows = json.loads(proc.stdout)
-        assert sorted(r["span"] for r in rows) == list(SPANS)
+        rows = json.loads(proc.stdout)["models"]
+        assert sorted(r["span"] for r in rows) == list(SPANS), rows
     if command[0] == "metadata":
         assert "201306  attempt 1  run" in proc.stdout
     if command[0] == "quarantine":
