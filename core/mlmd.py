@@ -13,6 +13,15 @@ INPUT_EVENTS = (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARE
 STATES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
 
 
+def set_props(item, values: dict[str, Any]) -> None:
+    """Writes plain values as custom properties (int or string) of an execution or artifact."""
+    for key, v in values.items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            item.custom_properties[key].int_value = v
+        else:
+            item.custom_properties[key].string_value = str(v)
+
+
 def value(v) -> Any:
     kind = v.WhichOneof("value")
     return getattr(v, kind) if kind else None

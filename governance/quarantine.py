@@ -14,7 +14,7 @@ import getpass
 
 from ml_metadata.proto import metadata_store_pb2
 
-from core import metadata
+from core import metadata, mlmd
 
 EXECUTION_TYPE = "SpanQuarantine"
 QUARANTINE, RELEASE = "quarantine", "release"
@@ -77,11 +77,7 @@ def record(where: metadata.Store, pipeline: str, span: int, action: str, reason:
         "decided_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "reason": reason.strip(),
     }
-    for key, value in values.items():
-        if isinstance(value, int):
-            execution.custom_properties[key].int_value = value
-        else:
-            execution.custom_properties[key].string_value = value
+    mlmd.set_props(execution, values)
     [execution_id] = store.put_executions([execution])
     return {"id": execution_id, **values}
 

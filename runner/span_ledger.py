@@ -110,11 +110,7 @@ def _write(store, execution_id: int | None, type_id: int, values: dict, state) -
     else:
         e.id = execution_id
     e.last_known_state = state
-    for k, v in values.items():
-        if isinstance(v, int):
-            e.custom_properties[k].int_value = v
-        else:
-            e.custom_properties[k].string_value = v
+    mlmd.set_props(e, values)
     [written] = store.put_executions([e])
     return written
 

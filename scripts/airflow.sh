@@ -58,15 +58,17 @@ start() {
   stop; exit 1
 }
 
-stop() {
-  [ -f "$PIDFILE" ] || { echo "Airflow is not running (no $PIDFILE)"; return 0; }
-  local pgid; pgid="$(cat "$PIDFILE")"
+stop_group() {  # PGID_FILE WHAT: TERM the whole process group, KILL what is left after 45 s
+  [ -f "$1" ] || { echo "$2 is not running (no $1)"; return 0; }
+  local pgid; pgid="$(cat "$1")"
   kill -TERM -- "-$pgid" 2>/dev/null || true
-  for _ in $(seq 1 30); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 1; done
+  for _ in $(seq 1 45); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 1; done
   kill -KILL -- "-$pgid" 2>/dev/null || true
-  rm -f "$PIDFILE"
-  echo "Airflow stopped (process group $pgid)"
+  rm -f "$1"
+  echo "$2 stopped (process group $pgid)"
 }
+
+stop() { stop_group "$PIDFILE" Airflow; }
 
 test_dag() {  # DATE [options]: one DAG run through Airflow; progress per task, full log kept
   migrate
@@ -165,14 +167,7 @@ cluster_start() {
 }
 
 cluster_stop() {
-  if [ -f "$CLUSTER_PGID" ]; then
-    local pgid; pgid="$(cat "$CLUSTER_PGID")"
-    kill -TERM -- "-$pgid" 2>/dev/null || true
-    for _ in $(seq 1 45); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 1; done
-    kill -KILL -- "-$pgid" 2>/dev/null || true
-    rm -f "$CLUSTER_PGID"
-    echo "Airflow cluster stopped (process group $pgid)"
-  fi
+  stop_group "$CLUSTER_PGID" "the Airflow cluster"
   [ -n "${KEEP_SERVICES:-}" ] || "$SERVICES" stop
 }
 

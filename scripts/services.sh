@@ -38,6 +38,12 @@ secret() {  # NAME: a generated password, made once, readable only by its owner
 
 running() { [ -f "$ROOT/$1.pgid" ] && kill -0 -- "-$(cat "$ROOT/$1.pgid")" 2>/dev/null; }
 
+port_free() {  # NAME PORT: refuse a port something else (another checkout's servers?) holds
+  if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
+    die "$1: 127.0.0.1:$2 is already in use by another process (another checkout's services? stop them there, or set RETRAIN_${1^^}_PORT)"
+  fi
+}
+
 launch() {  # NAME COMMAND...: in its own session/process group, pgid recorded for stop
   local name="$1"; shift
   setsid bash -c 'echo $$ > "$0"; exec "$@"' "$ROOT/$name.pgid" "$@" \
@@ -59,6 +65,7 @@ mariadb_admin() { mariadb --no-defaults --socket="$MARIADB_SOCK" -uroot "$@"; }
 start_mariadb() {
   apt_install mariadb-server /usr/sbin/mariadbd
   running mariadb && return 0
+  port_free mariadb "$MARIADB_PORT"
   if [ ! -d "$MARIADB_DIR/mysql" ]; then
     mkdir -p "$MARIADB_DIR"
     mariadb-install-db --no-defaults --datadir="$MARIADB_DIR" --user=root \
@@ -91,6 +98,7 @@ start_postgres() {
   apt_install postgresql "$(pg_bin)/postgres"
   local bin; bin="$(pg_bin)"; [ -n "$bin" ] || die "PostgreSQL binaries not found under /usr/lib/postgresql"
   running postgres && return 0
+  port_free postgres "$POSTGRES_PORT"
   # PostgreSQL refuses to run as root: its data dir belongs to the package's postgres user.
   if [ ! -f "$PG_DIR/PG_VERSION" ]; then
     mkdir -p "$PG_DIR"; [ "$(id -u)" = 0 ] && chown postgres: "$PG_DIR"; chmod 700 "$PG_DIR"
@@ -120,6 +128,7 @@ postgres_db() {  # NAME [keep]: a database owned by the airflow role (recreated 
 start_redis() {
   apt_install redis-server /usr/bin/redis-server
   running redis && return 0
+  port_free redis "$REDIS_PORT"
   mkdir -p "$ROOT/redis"
   launch redis /usr/bin/redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$ROOT/redis" \
     --save "" --appendonly no --protected-mode yes
