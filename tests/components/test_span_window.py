@@ -35,15 +35,16 @@ def test_require_key_drops_spans_without_a_passed_gate_report():
 
 
 def test_quarantined_spans_leave_the_window_until_released(tmp_path):
+    from core import metadata
     from governance import quarantine
 
-    path = str(tmp_path / "metadata.sqlite")
+    path = metadata.parse("sqlite", str(tmp_path / "metadata.sqlite"))
     examples = [_artifact(1, 201610), _artifact(2, 201611), _artifact(3, 201612)]
     reports = [_artifact(10, 201610), _artifact(11, 201611), _artifact(12, 201612)]
     strategy = SpanWindowStrategy(201601, 201612, require_key="reports", pipeline_name="taxi")
 
     def window():
-        store = quarantine._store(path, readonly=True)
+        store = metadata.open_store(path, readonly=True)
         return [a.id for a in strategy.resolve_artifacts(store, {"examples": examples, "reports": reports})["examples"]]
 
     quarantine.record(path, "taxi", 201611, "quarantine", "miles recorded in km", by="reviewer")
@@ -51,11 +52,11 @@ def test_quarantined_spans_leave_the_window_until_released(tmp_path):
     assert window() == [3, 1]
     # A baseline look-up (one span before 201612) skips it too.
     baseline = SpanWindowStrategy(201601, 201611, max_spans=1, pipeline_name="taxi")
-    store = quarantine._store(path, readonly=True)
+    store = metadata.open_store(path, readonly=True)
     assert [a.id for a in baseline.resolve_artifacts(store, {"report": reports})["report"]] == [10]
     quarantine.record(path, "taxi", 201611, "release", "re-uploaded in miles", by="reviewer")
     assert window() == [3, 2, 1]
-    history = quarantine.decisions(quarantine._store(path, readonly=True), "taxi")
+    history = quarantine.decisions(metadata.open_store(path, readonly=True), "taxi")
     assert [(d["action"], d["decided_by"], d["reason"]) for d in history] == [
         ("quarantine", "reviewer", "miles recorded in km"), ("release", "reviewer", "re-uploaded in miles")]
 
@@ -63,9 +64,10 @@ def test_quarantined_spans_leave_the_window_until_released(tmp_path):
 def test_quarantine_refuses_repeats_and_empty_reasons(tmp_path):
     import pytest
 
+    from core import metadata
     from governance import quarantine
 
-    path = str(tmp_path / "m.sqlite")
+    path = metadata.parse("sqlite", str(tmp_path / "m.sqlite"))
     with pytest.raises(ValueError, match="a reason is required"):
         quarantine.record(path, "taxi", 201611, "quarantine", "  ")
     with pytest.raises(ValueError, match="is not quarantined"):
