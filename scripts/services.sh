@@ -46,8 +46,9 @@ port_free() {  # NAME PORT: refuse a port something else (another checkout's ser
 
 launch() {  # NAME COMMAND...: in its own session/process group, pgid recorded for stop
   local name="$1"; shift
+  # 9>&-: the server must not inherit the lock this script holds (it would hold it forever).
   setsid bash -c 'echo $$ > "$0"; exec "$@"' "$ROOT/$name.pgid" "$@" \
-    >>"$ROOT/$name.log" 2>&1 </dev/null &
+    >>"$ROOT/$name.log" 2>&1 </dev/null 9>&- &
 }
 
 wait_for() {  # NAME SECONDS CHECK...
