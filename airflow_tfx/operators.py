@@ -9,6 +9,7 @@ data-gate stop fails without retries, any other failure fails with the cause in 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shlex
@@ -232,8 +233,12 @@ class SpanWaitSensor(TfxRuntimeProcess, BaseSensorOperator):
     ui_color = "#eeeeee"
 
     def __init__(self, *, what: str, workdir: str, pipeline: str, **kwargs):
+        # Each poke starts a task and a TFX-runtime process: back off (10 s, 20 s, ... up to
+        # 2 min) rather than poke a long wait every 10 s.
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("poke_interval", 10)
+        kwargs.setdefault("exponential_backoff", True)
+        kwargs.setdefault("max_wait", dt.timedelta(minutes=2))
         kwargs.setdefault("timeout", 6 * 3600)
         super().__init__(**kwargs)
         self.what = what
