@@ -173,17 +173,8 @@ def claim_own_span(config: PipelineConfig, owner: str, log: Callable[[str], None
     """
     from runner import span_ledger
 
-    store = metadata.open_store(config.metadata_store)
-    start, said = time.monotonic(), False
-    while (claim := span_ledger.take(store, config.pipeline_name, config.span, owner, span_ledger.RUN)) is None:
-        holder = span_ledger.claims(store, config.pipeline_name)[config.span]
-        if time.monotonic() - start > timeout_s:
-            raise span_ledger.WaitTimeout(f"span {config.span} is still held by {holder.describe()}")
-        if not said:
-            log(f"span {config.span} is held by {holder.describe()}; waiting for it")
-            said = True
-        time.sleep(2.0)
-    return claim
+    return span_ledger.take_waiting(metadata.open_store(config.metadata_store), config.pipeline_name, config.span,
+                                    owner, span_ledger.RUN, log, timeout_s)
 
 
 def wait_before_node(info: dict, node_id: str, log: Callable[[str], None], timeout_s: float = WAIT_TIMEOUT_S) -> None:

@@ -136,6 +136,25 @@ def take(store, pipeline: str, span: int, owner: str, kind: str) -> Claim | None
     raise RuntimeError(f"could not claim span {span} of {pipeline}: too many concurrent attempts")
 
 
+def take_waiting(store, pipeline: str, span: int, owner: str, kind: str, log: Callable[[str], None],
+                 timeout_s: float, poll_s: float = 2.0) -> Claim:
+    """`take`, waiting while another owner's claim on the span is open.
+
+    Raises:
+      WaitTimeout: the other claim stayed open longer than `timeout_s`, naming it.
+    """
+    start, said = time.monotonic(), False
+    while (claim := take(store, pipeline, span, owner, kind)) is None:
+        holder = claims(store, pipeline)[span]
+        if time.monotonic() - start > timeout_s:
+            raise WaitTimeout(f"span {span} is still held by {holder.describe()}")
+        if not said:
+            log(f"span {span} is held by {holder.describe()}; waiting for it")
+            said = True
+        time.sleep(poll_s)
+    return claim
+
+
 def update(store, claim: Claim, phase: str, gate: str | None = None) -> Claim:
     """Moves a claim on; `finished` ends it (COMPLETE, or FAILED when its gate never decided)."""
     values = {"pipeline": claim.pipeline, "span": claim.span, "attempt": claim.attempt, "owner": claim.owner,

@@ -84,3 +84,13 @@ def test_wait_returns_when_the_gate_decides_and_times_out_naming_the_claim(where
     start = time.monotonic()
     L.wait(lambda: metadata.open_store(where), "taxi", 201610, 3, L.WINDOW, "r10", said.append, 30, 0.1)
     assert 0.4 < time.monotonic() - start < 10 and "waits for span 201609" in said[0]
+
+
+def test_take_waiting_gets_the_claim_once_the_holder_closes_it(where):
+    store = metadata.open_store(where)
+    held = L.take(store, "taxi", 201612, "backfiller", L.BACKFILL)
+    with pytest.raises(L.WaitTimeout, match="backfiller"):
+        L.take_waiting(store, "taxi", 201612, "run", L.RUN, lambda m: None, 0.2, 0.05)
+    threading.Timer(0.3, lambda: L.update(metadata.open_store(where), held, L.FINISHED, L.PASSED)).start()
+    claim = L.take_waiting(store, "taxi", 201612, "run", L.RUN, lambda m: None, 30, 0.05)
+    assert (claim.owner, claim.attempt) == ("run", 2)
