@@ -29,7 +29,7 @@ from airflow.sdk.exceptions import (
 
 from airflow_tfx.links import GovernanceReportLink
 from airflow_tfx.template import REPO
-from core import exit_codes, metadata
+from core import exit_codes, metadata, warm
 from core.results import CACHED, FAILED, SKIPPED, NodeResult, parse_result_line
 
 # Which interpreter runs TFX work: read when a task runs, never at DAG-parse time.
@@ -99,15 +99,23 @@ class TfxRuntimeProcess:
     """Runs a command in the TFX runtime for a task, streaming its lines to the task log,
     in its own process group (a timeout or kill ends Beam's and TF's children too)."""
 
-    _proc: subprocess.Popen | None = None
+    _proc: subprocess.Popen | warm.WarmProcess | None = None
 
     def run_in_tfx_runtime(self, cmd: list[str]) -> tuple[int, list[str], NodeResult | None]:
         """Returns (exit code, output lines, the `RESULT` line's node result or None)."""
         self.log.info("TFX runtime: %s", shlex.join(cmd))
-        self._proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            cwd=REPO, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **metadata_env()},
-        )
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **metadata_env()}
+        # The warm runtime where one answers (a forked child of a process that has TensorFlow,
+        # TFX and Beam imported: no ~15 s of imports), else a cold interpreter. Either way the
+        # command is its own process group with its output streamed here.
+        self._proc = warm.start(cmd, env, REPO, say=self.log.warning)
+        if self._proc is not None:
+            self.log.info("warm TFX runtime: started as process group %d", self._proc.pid)
+        else:
+            self._proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                cwd=REPO, start_new_session=True, env=env,
+            )
         lines, result = [], None
         try:
             for line in self._proc.stdout:

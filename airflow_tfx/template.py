@@ -7,11 +7,11 @@ fails loudly at parse time instead of running the wrong graph.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any
 
+from core import source_hash
 from core.errors import BadInput
 from core.files import write_text
 
@@ -31,22 +31,7 @@ class TemplateError(BadInput):
 
 def source_fingerprint(repo: str = REPO) -> str:
     """sha256 over the pipeline code (paths and contents), in a stable order."""
-    digest = hashlib.sha256()
-    for top in _FINGERPRINTED:
-        if os.path.isfile(os.path.join(repo, top)):
-            digest.update(top.encode())
-            with open(os.path.join(repo, top), "rb") as f:
-                digest.update(hashlib.sha256(f.read()).digest())
-            continue
-        for folder, dirs, files in sorted(os.walk(os.path.join(repo, top))):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith(_FINGERPRINTED_SUFFIXES):
-                    path = os.path.join(folder, name)
-                    digest.update(os.path.relpath(path, repo).encode())
-                    with open(path, "rb") as f:
-                        digest.update(hashlib.sha256(f.read()).digest())
-    return digest.hexdigest()
+    return source_hash.tree_sha256(_FINGERPRINTED, _FINGERPRINTED_SUFFIXES, repo)
 
 
 def from_ir(ir: Any, config_path: str, stages: dict[str, str], deployment: dict | None = None) -> dict:

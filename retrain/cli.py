@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         return exit_codes.BAD_INPUT
 
 
-def entry_point() -> None:
-    """The `retrain` console script and `python -m retrain.cli`."""
+def entry_point(argv: list[str] | None = None) -> None:
+    """The `retrain` console script, `python -m retrain.cli` and the warm runtime's commands."""
     try:
-        code = main()
+        code = main(argv)
         sys.stdout.flush()
     except BrokenPipeError:  # `retrain spans | head`: the reader has gone, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -109,11 +109,10 @@ cluster_env() {  # the settings every cluster process shares (secrets generated 
   # The same login as `make airflow`: the user list and the generated password file are shared.
   export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$REPO/.airflow/simple_auth_manager_passwords.json.generated"
   mkdir -p "$REPO/.airflow"
-  # Processes that must trust each other's tokens and read each other's encrypted connections.
+  # Processes that must trust each other's tokens. (The fernet key that encrypts connections
+  # comes with the database settings above: it belongs to the database, not to this home.)
   [ -s "$CLUSTER_HOME/jwt.secret" ] || (umask 077; head -c 32 /dev/urandom | base64 > "$CLUSTER_HOME/jwt.secret")
-  [ -s "$CLUSTER_HOME/fernet.key" ] || (umask 077; head -c 32 /dev/urandom | base64 | tr '+/' '-_' > "$CLUSTER_HOME/fernet.key")
   export AIRFLOW__API_AUTH__JWT_SECRET="$(cat "$CLUSTER_HOME/jwt.secret")"
-  export AIRFLOW__CORE__FERNET_KEY="$(cat "$CLUSTER_HOME/fernet.key")"
   export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30
   # ML Metadata: the URL (no password) for every process, DAG parsing included; the password
   # lives only in the Airflow connection `retrain_metadata` that the tasks read.

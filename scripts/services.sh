@@ -8,7 +8,8 @@
 #   scripts/services.sh status
 #   scripts/services.sh mariadb-db NAME     (re)create an empty MariaDB database NAME for the MLMD user
 #   scripts/services.sh postgres-db NAME    (re)create an empty PostgreSQL database NAME for Airflow
-#   scripts/services.sh env                 the connection settings, as shell exports
+#   scripts/services.sh env                 the connection settings (and Airflow's fernet key for its
+#                                           database), as shell exports
 # RETRAIN_AIRFLOW_DATABASE (airflow) and RETRAIN_REDIS_DB (0) pick Airflow's database and broker DB.
 # Ports: RETRAIN_MARIADB_PORT (13306), RETRAIN_POSTGRES_PORT (15432), RETRAIN_REDIS_PORT (16379).
 set -euo pipefail
@@ -33,6 +34,13 @@ apt_install() {  # PACKAGE BINARY: Debian's package, once (Debian 12 and 13 name
 secret() {  # NAME: a generated password, made once, readable only by its owner
   local f="$ROOT/$1.password"
   [ -s "$f" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$f")
+  cat "$f"
+}
+
+fernet_key() {  # DATABASE: the key Airflow encrypts that database's connections with, made once.
+  # It belongs to the database, not to an Airflow home: every home using it must share it.
+  local f="$ROOT/postgres-$1.fernet.key"
+  [ -s "$f" ] || (umask 077; head -c 32 /dev/urandom | base64 | tr '+/' '-_' > "$f")
   cat "$f"
 }
 
@@ -120,7 +128,7 @@ start_postgres() {
 postgres_db() {  # NAME [keep]: a database owned by the airflow role (recreated empty unless keep)
   [[ "$1" =~ ^[a-z0-9_]+$ ]] || die "database name must be lower-case letters, digits, _: $1"
   local bin; bin="$(pg_bin)"; local psql=("$bin/psql" -h 127.0.0.1 -p "$POSTGRES_PORT" -U postgres)
-  if [ "${2:-}" != keep ]; then "${psql[@]}" -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)"; fi
+  if [ "${2:-}" != keep ]; then "${psql[@]}" -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)"; rm -f "$ROOT/postgres-$1.fernet.key"; fi
   "${psql[@]}" -qtAc "SELECT 1 FROM pg_database WHERE datname='$1'" | grep -q 1 \
     || "${psql[@]}" -qc "CREATE DATABASE $1 OWNER airflow"
 }
@@ -149,7 +157,8 @@ stop_one() {
 env_exports() {
   running mariadb && echo "export RETRAIN_METADATA_URL='mysql://$MLMD_USER@127.0.0.1:$MARIADB_PORT/mlmd'" \
     && echo "export RETRAIN_METADATA_PASSWORD='$(secret mariadb-$MLMD_USER)'"
-  running postgres && echo "export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='postgresql+psycopg2://airflow:$(secret postgres-airflow)@127.0.0.1:$POSTGRES_PORT/$AIRFLOW_DB'"
+  running postgres && echo "export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='postgresql+psycopg2://airflow:$(secret postgres-airflow)@127.0.0.1:$POSTGRES_PORT/$AIRFLOW_DB'" \
+    && echo "export AIRFLOW__CORE__FERNET_KEY='$(fernet_key "$AIRFLOW_DB")'"
   running redis && echo "export AIRFLOW__CELERY__BROKER_URL='redis://127.0.0.1:$REDIS_PORT/${RETRAIN_REDIS_DB:-0}'"
   return 0
 }

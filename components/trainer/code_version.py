@@ -3,9 +3,10 @@ the pipeline code (what `airflow_tfx.template` fingerprints), for governance."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
+
+from core import source_hash
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _CODE_DIRS = ("pipelines", "components", "serving", "retrain")
@@ -20,17 +21,7 @@ def _git(*args: str) -> str | None:
 
 
 def code_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for top in _CODE_DIRS:
-        for folder, dirs, files in sorted(os.walk(os.path.join(REPO, top))):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".yaml")):
-                    path = os.path.join(folder, name)
-                    digest.update(os.path.relpath(path, REPO).encode())
-                    with open(path, "rb") as f:
-                        digest.update(hashlib.sha256(f.read()).digest())
-    return digest.hexdigest()
+    return source_hash.tree_sha256(_CODE_DIRS, (".py", ".yaml"), REPO)
 
 
 def code_version() -> dict:
