@@ -252,7 +252,7 @@ class Server:
                 self._listener.close()
                 _monitor(conn, {**request, "import_env": self.import_env}, out_fd)
             self.served += 1
-            log.info("started %s", " ".join(request["argv"][:4]))
+            log.info("started %s", " ".join(request["argv"]))
             return True
         except (OSError, warm.ProtocolError, ValueError) as e:
             log.warning("bad request: %s", e)

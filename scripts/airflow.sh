@@ -8,6 +8,9 @@
 #                                      Redis broker, scheduler, API server, dag-processor, triggerer and two
 #                                      Celery workers as separate processes; ML Metadata on MariaDB
 #   scripts/airflow.sh cluster-stop    stop all of it, the database servers too
+# Each mode also starts a warm TFX runtime (python -m retrain.warm_runtime, one per host) that
+# the tasks' operators fork nodes from instead of paying TensorFlow's imports per task;
+# RETRAIN_WARM=0 runs every task in a cold interpreter instead.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 AF="$REPO/.venv-airflow/bin"
@@ -29,6 +32,9 @@ export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW_USERS:-reviewer:admin
 export RETRAIN_WORKDIR="${RETRAIN_WORKDIR:-$REPO/work}"
 export RETRAIN_TFX_PYTHON="${RETRAIN_TFX_PYTHON:-$REPO/.venv/bin/python}"
 PIDFILE="$AIRFLOW_HOME/standalone.pgid"
+# The warm TFX runtime's socket (the operators read RETRAIN_WARM_SOCKET); none with RETRAIN_WARM=0.
+warm_socket() { [ "${RETRAIN_WARM:-1}" = 0 ] && echo "" || echo "$AIRFLOW_HOME/tfx-runtime.sock"; }
+export RETRAIN_WARM_SOCKET="$(warm_socket)"
 URL="http://127.0.0.1:$AIRFLOW__API__PORT"
 
 migrate() {
@@ -42,20 +48,35 @@ start() {
     echo "Airflow is already running (process group $(cat "$PIDFILE")): $URL"; return 0
   fi
   migrate
-  # setsid: its own session and process group, so `stop` can end every process it starts.
-  setsid bash -c 'echo $$ > "$0"; exec "$1/airflow" standalone' "$PIDFILE" "$AF" \
+  # setsid: its own session and process group, so `stop` can end every process it starts
+  # (the warm TFX runtime too).
+  setsid bash -c 'echo $$ > "$0"
+    [ -z "$RETRAIN_WARM_SOCKET" ] || (cd "$2" && exec "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime \
+      --socket "$RETRAIN_WARM_SOCKET" > "$3" 2>&1) &
+    exec "$1/airflow" standalone' "$PIDFILE" "$AF" "$REPO" "$AIRFLOW_HOME/warm-runtime.log" \
     >"$AIRFLOW_HOME/standalone.log" 2>&1 < /dev/null &
   for _ in $(seq 1 180); do
     if curl -fsS "$URL/api/v2/monitor/health" >/dev/null 2>&1; then
+      warm_wait "$AIRFLOW_HOME/warm-runtime.log"
       echo "Airflow UI: $URL  (user: ${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS%%:*})"
       echo "password:   $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
       echo "logs:       $AIRFLOW_HOME/standalone.log; stop with: make airflow-stop"
+      [ -z "$RETRAIN_WARM_SOCKET" ] || echo "warm TFX runtime: $RETRAIN_WARM_SOCKET (log: $AIRFLOW_HOME/warm-runtime.log)"
       return 0
     fi
     sleep 1
   done
   echo "Airflow did not answer on $URL within 180 s; see $AIRFLOW_HOME/standalone.log" >&2
   stop; exit 1
+}
+
+warm_wait() {  # until the warm runtime answers (its imports take ~15 s; tasks run cold until then)
+  [ -n "$RETRAIN_WARM_SOCKET" ] || return 0
+  for _ in $(seq 1 120); do
+    "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET" --ping >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  echo "the warm TFX runtime does not answer at $RETRAIN_WARM_SOCKET (tasks run cold); see $1" >&2
 }
 
 stop_group() {  # PGID_FILE WHAT: TERM the whole process group, KILL what is left after 45 s
@@ -76,6 +97,14 @@ test_dag() {  # DATE [options]: one DAG run through Airflow; progress per task, 
   local log="$RETRAIN_WORKDIR/logs/airflow-dags-test-$(date +%Y%m%dT%H%M%S).log"
   mkdir -p "$(dirname "$log")"
   echo "airflow dags test taxi_retraining $date (full log: $log)" >&2
+  local warm_pid=""
+  if [ -n "$RETRAIN_WARM_SOCKET" ]; then  # the tasks fork from it; stopped when the test ends
+    (cd "$REPO" && exec setsid "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET") \
+      >"$AIRFLOW_HOME/warm-runtime.log" 2>&1 </dev/null &
+    warm_pid=$!
+    trap '[ -z "'"$warm_pid"'" ] || kill -TERM -- "-'"$warm_pid"'" 2>/dev/null || true' EXIT
+    warm_wait "$AIRFLOW_HOME/warm-runtime.log"
+  fi
   set +e
   "$AF/airflow" dags test taxi_retraining "$date" "$@" 2>&1 | tee "$log" \
     | grep --line-buffered -oE '\[DAG TEST\] (starting|end) task task_id=[^ ]+' >&2
@@ -114,6 +143,7 @@ cluster_env() {  # the settings every cluster process shares (secrets generated 
   [ -s "$CLUSTER_HOME/jwt.secret" ] || (umask 077; head -c 32 /dev/urandom | base64 > "$CLUSTER_HOME/jwt.secret")
   export AIRFLOW__API_AUTH__JWT_SECRET="$(cat "$CLUSTER_HOME/jwt.secret")"
   export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30
+  export RETRAIN_WARM_SOCKET="$(warm_socket)"  # this host's warm TFX runtime, for both workers
   # ML Metadata: the URL (no password) for every process, DAG parsing included; the password
   # lives only in the Airflow connection `retrain_metadata` that the tasks read.
   export RETRAIN_METADATA_URL="mysql://retrain@127.0.0.1:${RETRAIN_MARIADB_PORT:-13306}/${RETRAIN_MLMD_DATABASE:-mlmd}"
@@ -143,6 +173,8 @@ cluster_start() {
   # Every process in one process group (setsid), each with its own log.
   setsid bash -c '
     echo $$ > "$0"; AF="$1"; logs="$2"
+    [ -z "$RETRAIN_WARM_SOCKET" ] || (cd "$3" && exec "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime \
+      --socket "$RETRAIN_WARM_SOCKET" > "$logs/warm-runtime.log" 2>&1) &
     "$AF/airflow" scheduler > "$logs/scheduler.log" 2>&1 &
     "$AF/airflow" dag-processor > "$logs/dag-processor.log" 2>&1 &
     "$AF/airflow" triggerer > "$logs/triggerer.log" 2>&1 &
@@ -150,12 +182,13 @@ cluster_start() {
     RETRAIN_WORKER_NAME=worker1 "$AF/airflow" celery worker --celery-hostname "worker1@%h" > "$logs/worker1.log" 2>&1 &
     RETRAIN_WORKER_NAME=worker2 "$AF/airflow" celery worker --celery-hostname "worker2@%h" --skip-serve-logs \
       > "$logs/worker2.log" 2>&1 &
-    wait' "$CLUSTER_PGID" "$AF" "$logs" </dev/null >"$logs/cluster.log" 2>&1 &
+    wait' "$CLUSTER_PGID" "$AF" "$logs" "$REPO" </dev/null >"$logs/cluster.log" 2>&1 &
   for _ in $(seq 1 180); do
     if curl -fsS "$CLUSTER_URL/api/v2/monitor/health" >/dev/null 2>&1; then
+      warm_wait "$logs/warm-runtime.log"
       echo "Airflow cluster UI: $CLUSTER_URL  (user: ${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS%%:*})"
       echo "password:           $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"
-      echo "processes:          scheduler, dag-processor, triggerer, api-server, worker1, worker2 (logs: $logs)"
+      echo "processes:          scheduler, dag-processor, triggerer, api-server, worker1, worker2, warm TFX runtime (logs: $logs)"
       echo "ML Metadata:        $RETRAIN_METADATA_URL; stop with: make airflow-cluster-stop"
       return 0
     fi

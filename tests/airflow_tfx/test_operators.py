@@ -1,7 +1,9 @@
-"""TfxNodeOperator against a fake node runner: every outcome maps to the right task state."""
+"""TfxNodeOperator against a fake node runner: every outcome maps to the right task state, the
+same whether the command runs in a cold interpreter or forks from the warm TFX runtime."""
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -14,9 +16,46 @@ from airflow.sdk.exceptions import (
 )
 
 from airflow_tfx.operators import TfxNodeOperator, _drop_empty_options, failure_for_exit_code
-from core import exit_codes
+from airflow_tfx.template import REPO
+from core import exit_codes, warm
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_node.py")
+FAKE_MODULE = "tests.airflow_tfx.fake_node"
+TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+
+
+@pytest.fixture(scope="module")
+def warm_socket(tmp_path_factory):
+    """A warm TFX runtime (light preload: the protocol is what is tested here) that may run the fake."""
+    sock = str(tmp_path_factory.mktemp("warm") / "tfx.sock")
+    proc = subprocess.Popen([TFX_PYTHON, "-m", "retrain.warm_runtime", "--socket", sock, "--preload", "core.results",
+                             "--modules", f"retrain.cli,{FAKE_MODULE}"], cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while warm.ping(sock) is None:
+        assert proc.poll() is None and time.monotonic() < deadline, "warm runtime did not start"
+        time.sleep(0.2)
+    yield sock
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(params=["cold", "warm"])
+def runtime(request, monkeypatch):
+    """How `_run` starts the fake: a cold interpreter, or forked by the warm runtime."""
+    if request.param == "cold":
+        monkeypatch.delenv(warm.SOCKET_ENV, raising=False)
+
+        def cold(mode):
+            return [sys.executable, FAKE, mode]
+        cold.warm = False
+        return cold
+    monkeypatch.setenv(warm.SOCKET_ENV, request.getfixturevalue("warm_socket"))
+
+    def warm_command(mode):
+        return [TFX_PYTHON, "-m", FAKE_MODULE, mode]
+    warm_command.warm = True
+    return warm_command
 
 
 class _TI:
@@ -27,44 +66,46 @@ class _TI:
         self.xcom[key] = value
 
 
-def _run(mode: str):
+def _run(mode: str, entrypoint: list[str] | None = None):
     op = TfxNodeOperator(task_id="Fake", node_id="Fake", workdir="/work", pipeline="taxi",
-                         entrypoint=[sys.executable, FAKE, mode])
+                         entrypoint=entrypoint or [sys.executable, FAKE, mode])
     ti = _TI()
     return op, ti, op.execute({"ti": ti})
 
 
 # Airflow's task logger (structlog) writes to stdout outside a task runner: read it there.
-def test_complete_node_returns_its_output_uris_and_streams_the_log(capsys):
-    _, ti, out = _run("complete")
+def test_complete_node_returns_its_output_uris_and_streams_the_log(capsys, runtime):
+    _, ti, out = _run("complete", runtime("complete"))
     assert out == {"model": ["/pipeline_root/Fake/model/7"]}
     assert ti.xcom["status"] == "complete"
-    assert "fake node: args node run --workdir /work --pipeline taxi --run-id {{ run_id }} --node Fake" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fake node: args node run --workdir /work --pipeline taxi --run-id {{ run_id }} --node Fake" in out
+    assert ("warm TFX runtime: started as process group" in out) == runtime.warm
 
 
-def test_cached_node_succeeds_and_says_so(capsys):
-    _, ti, out = _run("cached")
+def test_cached_node_succeeds_and_says_so(capsys, runtime):
+    _, ti, out = _run("cached", runtime("cached"))
     assert ti.xcom["status"] == "cached" and out["model"]
     assert "CACHED: Fake reused the outputs of execution 7" in capsys.readouterr().out
 
 
-def test_node_skipped_by_the_pipeline_condition_is_skipped():
+def test_node_skipped_by_the_pipeline_condition_is_skipped(runtime):
     with pytest.raises(AirflowSkipException, match="skipped by the pipeline"):
-        _run("skipped")
+        _run("skipped", runtime("skipped"))
 
 
-def test_failing_node_fails_with_the_cause_and_may_retry():
+def test_failing_node_fails_with_the_cause_and_may_retry(runtime):
     with pytest.raises(AirflowException, match="the executor broke") as info:
-        _run("failed")
+        _run("failed", runtime("failed"))
     assert not isinstance(info.value, AirflowFailException)
 
 
-def test_data_gate_stop_fails_without_retry():
+def test_data_gate_stop_fails_without_retry(runtime):
     with pytest.raises(AirflowFailException, match="data gate stopped"):
-        _run("gate")
+        _run("gate", runtime("gate"))
 
 
-def test_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
+def test_timeout_kills_the_whole_process_group(tmp_path, monkeypatch, runtime):
     pid_file = tmp_path / "pids"
     monkeypatch.setenv("FAKE_PID_FILE", str(pid_file))
 
@@ -75,7 +116,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
     signal.alarm(3)
     try:
         with pytest.raises(AirflowTaskTimeout):
-            _run("hang")
+            _run("hang", runtime("hang"))
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)

@@ -3,18 +3,24 @@ metadata DB, CeleryExecutor on a Redis broker, scheduler, API server, dag-proces
 triggerer and two Celery workers as separate processes), ML Metadata on MariaDB.
 
 A backfill of two months with both runs active at once: both succeed, their tasks ran on
-both workers, the later month waited for the earlier one's gate and model (the span
-claims in MariaDB say so), and the pushes are in month order.
+both workers (forked from the host's warm TFX runtime), the later month waited for the
+earlier one's gate and model (the span claims in MariaDB say so), and the pushes are in
+month order. Then the UI: the DAG's grid renders in headless Chromium, every task links to
+its run's governance report, which the Airflow plugin serves (and nothing else).
 """
 
 import json
 import os
 import subprocess
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 import pytest
 
 from airflow_tfx.template import REPO
+from tests.dags import ui
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
@@ -27,7 +33,7 @@ MONTHS = ("2013-03-01", "2013-04-01")  # spans 201303, 201304 (201302 is backfil
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
     env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_HOME"}
-    env.update(AIRFLOW_CLUSTER_HOME=str(root / "airflow"), AIRFLOW_PORT="18095", RETRAIN_WORKDIR=str(root / "work"),
+    env.update(ui.ALL_ADMINS, AIRFLOW_CLUSTER_HOME=str(root / "airflow"), AIRFLOW_PORT="18095", RETRAIN_WORKDIR=str(root / "work"),
                RETRAIN_MLMD_DATABASE="cluster_test", RETRAIN_AIRFLOW_DATABASE="airflow_cluster_test",
                RETRAIN_REDIS_DB="1", KEEP_SERVICES="1", RETRAIN_TFX_PYTHON=TFX_PYTHON)
     subprocess.run([SERVICES, "mariadb-db", "cluster_test"], check=True, env=env, capture_output=True)
@@ -35,7 +41,7 @@ def cluster(tmp_path_factory):
     start = subprocess.run([AIRFLOW_SH, "cluster-start"], env=env, capture_output=True, text=True, timeout=600)
     try:
         assert start.returncode == 0, start.stdout + start.stderr[-3000:]
-        yield env
+        yield {**env, "root": str(root)}
     finally:
         subprocess.run([AIRFLOW_SH, "cluster-stop"], env=env, capture_output=True, timeout=300)
 
@@ -84,7 +90,7 @@ def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster)
     assert backfill and set(backfill.values()) == {"success"}, backfill
 
     work = cluster["RETRAIN_WORKDIR"]
-    workers, reports = set(), {}
+    workers, reports, run_ids = set(), {}, {}
     for run in sorted(os.listdir(os.path.join(work, "runs", "taxi"))):
         folder = os.path.join(work, "runs", "taxi", run)
         with open(os.path.join(folder, "run.json")) as f:
@@ -95,10 +101,19 @@ def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster)
         for name in os.listdir(os.path.join(folder, "nodes")):
             with open(os.path.join(folder, "nodes", name)) as f:
                 workers.add(json.load(f)["worker"])
+        run_ids[info["span"]] = info["run_id"]
         summary = tfx(cluster, "summary", "--run-dir", folder, "--json")
         assert summary.returncode == 0, summary.stderr[-2000:]
         reports[info["span"]] = json.loads(summary.stdout)
     assert workers == {"worker1", "worker2"}, workers
+    # Every TFX node of both months forked from the warm runtime (a refused or unanswered
+    # request would say "starting a cold process" in its task log).
+    with open(os.path.join(cluster["root"], "airflow", "processes", "warm-runtime.log")) as f:
+        warm_starts = f.read().count(" started node run ")
+    assert warm_starts >= 2 * 12, warm_starts  # the later month's Pusher is skipped if not blessed
+    task_logs = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(cluster["root"], "airflow", "logs"))
+                 for n in names]
+    assert not [p for p in task_logs if "cold process" in open(p, errors="replace").read()]
     assert sorted(reports) == [201303, 201304]
     # The first month is pushed; the second was judged against it (its baseline existed when its
     # Evaluator ran: the earlier-runs sensor held it until the first run had finished).
@@ -119,3 +134,20 @@ def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster)
     by_task = {t["task_id"]: t["state"] for t in json_rows(states)}
     assert {by_task[t] for t in ("validate_data.wait_for_baseline", "train.wait_for_window",
                                  "evaluate.wait_for_earlier_runs")} == {"success"}, by_task
+
+    # The UI: the grid, each task's link to its run's governance report, the report itself.
+    base = f"http://127.0.0.1:{cluster['AIRFLOW_PORT']}"
+    ui.screenshot(f"{base}/dags/taxi_retraining", "airflow-taxi-grid.png", os.path.join(cluster["root"], "chromium"))
+    run = urllib.parse.quote(run_ids[201303], safe="")
+    links = ui.api(base, "GET", f"/api/v2/dags/taxi_retraining/dagRuns/{run}/taskInstances/governance_report/links")
+    url = links["extra_links"]["Governance report"]
+    assert url and url.endswith("/report.html") and "/retrain/reports/taxi/" in url, url
+    url = base + url if url.startswith("/") else url
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        page = resp.read().decode()
+    assert "governance report" in page and "PUSHED" in page
+    trainer = ui.api(base, "GET", f"/api/v2/dags/taxi_retraining/dagRuns/{run}/taskInstances/train.Trainer/links")
+    assert trainer["extra_links"]["Governance report"] == links["extra_links"]["Governance report"]
+    with pytest.raises(urllib.error.HTTPError):  # only governance files are served
+        urllib.request.urlopen(base + "/retrain/reports/taxi/../../../metadata/taxi.sqlite", timeout=30)
+    ui.screenshot(url, "airflow-governance-report.png", os.path.join(cluster["root"], "chromium2"), "1200,2400")
