@@ -263,6 +263,9 @@ class Server:
             conn.close()
 
     def serve(self) -> int:
+        if warm.ping(self.socket_path) is not None:  # before ~15 s of imports, not after
+            log.info("a warm runtime already answers at %s", self.socket_path)
+            return 0
         self.load()
         listener = self.bind()
         if listener is None:

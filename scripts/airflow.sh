@@ -98,7 +98,9 @@ test_dag() {  # DATE [options]: one DAG run through Airflow; progress per task, 
   mkdir -p "$(dirname "$log")"
   echo "airflow dags test taxi_retraining $date (full log: $log)" >&2
   local warm_pid=""
-  if [ -n "$RETRAIN_WARM_SOCKET" ]; then  # the tasks fork from it; stopped when the test ends
+  if [ -n "$RETRAIN_WARM_SOCKET" ] \
+     && ! "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET" --ping >/dev/null 2>&1; then
+    # The tasks fork from it (unless one answers already); stopped when the test ends.
     (cd "$REPO" && exec setsid "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET") \
       >"$AIRFLOW_HOME/warm-runtime.log" 2>&1 </dev/null &
     warm_pid=$!
