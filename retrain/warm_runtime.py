@@ -237,7 +237,8 @@ class Server:
                 if message.get("ping"):
                     warm.send_frame(conn, {"fingerprint": self.fingerprint, "pid": os.getpid(),
                                            "ready_s": round(self.ready_s, 2), "served": self.served,
-                                           "threads": native_threads()})
+                                           "threads": native_threads(),
+                                           "python_threads": [t.name for t in threading.enumerate()]})
                 return True
             out_fd = warm.recv_fd(conn)
             request = warm.recv_frame(conn) or {}

@@ -197,6 +197,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_forks_from_a_process_that_runs_nothing_but_its_loop(server):
+    """At fork time: Python's main thread only (no Beam, gRPC or TF threads of ours); the
+    native threads are those the imports start (Arrow's jemalloc background thread, which
+    re-initialises after fork, and idle library pools), never more as commands run."""
+    state = warm.ping(server["socket"])
+    assert state["python_threads"] == ["MainThread"]
+    assert len(state["threads"]) <= 4 and set(state["threads"]) <= {"python", "jemalloc_bg_thd"}, state["threads"]
+
+
 def test_a_killed_command_leaves_the_server_and_the_next_command_alone(server, tmp_path):
     rest, grpc_port = _free_port(), _free_port()
     # A model server (gRPC and REST) in a forked child, killed with SIGKILL like a crash.
