@@ -1,9 +1,15 @@
-"""Builds the Airflow DAG of a retraining pipeline from its compiled template.
+"""Builds the Airflow DAGs of a retraining pipeline from its compiled template.
 
 One task per TFX node, with the IR's edges, grouped by stage; a `prepare_run` task first
 (checks inputs, backfills the window, compiles and binds the run's IR in the TFX
 runtime) and a `run_summary` task last (runs whatever happened, prints the summary and
 fails the DAG run if the pipeline did not finish).
+
+When runs start (`airflow.schedule`, airflow_tfx/arrivals.py): on each span's arrival
+(an asset event per span, from the `<pipeline>_span_arrivals` DAG or the REST API), or
+on the monthly calendar with a deferred `wait_for_span` that skips a month whose data
+never came. Operators hear of every stop, refusal, failure and missed deadline
+(airflow_tfx/alerts.py).
 
 Concurrency follows the metadata store. SQLite takes one writer: one task and one run of
 the pipeline at a time. A MySQL/MariaDB store takes many: runs and tasks at once as the
@@ -18,22 +24,30 @@ import datetime as dt
 import os
 
 import pendulum
-from airflow.sdk import DAG, CronDataIntervalTimetable, Param, TaskGroup, TriggerRule
-
-from airflow_tfx import links
-from airflow_tfx import template as template_lib
-from airflow_tfx.operators import (
-    EarlierRunsSensor,
-    SpanWaitSensor,
-    TfxNodeOperator,
-    TfxRuntimeOperator,
+from airflow.sdk import (
+    DAG,
+    AsyncCallback,
+    CronDataIntervalTimetable,
+    CronTriggerTimetable,
+    DeadlineAlert,
+    DeadlineReference,
+    Param,
+    PartitionedAssetTimetable,
+    TaskGroup,
+    TriggerRule,
 )
-from core import layout, metadata, nodes
+
+from airflow_tfx import alerts, arrivals, links
+from airflow_tfx import template as template_lib
+from airflow_tfx.operators import ProcessTasks
+from core import deployment, layout, metadata, nodes
 
 # Deployment settings from the environment (never Variables or Connections at parse time).
 WORKDIR_ENV = "RETRAIN_WORKDIR"
 # Per pipeline, e.g. RETRAIN_DATA_ROOT_TAXI: each DAG reads its own data.
 DATA_ROOT_ENV = "RETRAIN_DATA_ROOT_{pipeline}"
+WAIT_FOR_SPAN = "wait_for_span"
+RUN_SPAN = "{{ run_span(params, dag_run, data_interval_start, data_interval_end, logical_date) }}"
 _STAGE_ORDER = ("validate_data", "train", "evaluate", "push", "other")
 _STAGE_TOOLTIPS = {
     "validate_data": "ingest the span, profile it, check it against the schema, the data gate",
@@ -58,6 +72,33 @@ def concurrency(template: dict, env=os.environ) -> dict:
             "max_active_tasks": settings.get("max_active_tasks", 1), "pools": dict(settings.get("pools") or {})}
 
 
+def data_source(template: dict, env=os.environ) -> tuple[str, str]:
+    """(data folder, example format) this deployment's runs read: RETRAIN_DATA_ROOT_<PIPELINE>
+    or the config's `data_root`."""
+    data = template.get("deployment", {}).get("data") or {}
+    root = env.get(DATA_ROOT_ENV.format(pipeline=template["pipeline"].upper())) or data.get("root")
+    if not root:
+        raise template_lib.TemplateError(f"the {template['pipeline']} template names no data folder; run `make compile`")
+    return template_lib.repo_path(root), data.get("format", "csv")
+
+
+def task_kinds(settings: dict, *, pipeline: str, workdir: str, data_root: str):
+    """Makes the DAG's tasks: processes in the TFX runtime on the worker, or pods of its image."""
+    if settings["execution"] == "kubernetes":
+        from airflow_tfx.pods import PodTasks
+
+        return PodTasks(settings["kubernetes"], pipeline=pipeline, workdir=workdir, data_root=data_root)
+    return ProcessTasks(pipeline=pipeline, workdir=workdir)
+
+
+def _schedule(settings: dict, asset):
+    if settings["schedule"] == "data":
+        # One run per announced span (the event's partition key), none for a month without data.
+        return PartitionedAssetTimetable(assets=asset)
+    # A run at the start of month M+1 covers month M: its data interval is the span.
+    return CronDataIntervalTimetable("0 0 1 * *", timezone="UTC")
+
+
 def build_dag(
     template_path: str,
     dag_id: str,
@@ -72,12 +113,19 @@ def build_dag(
     """
     template = template_lib.read(template_path)
     limits = concurrency(template)
+    settings = deployment.airflow_settings(template["deployment"].get("airflow"))
+    alert_settings = deployment.alert_settings(template["deployment"].get("alerts"))
+    data_root, example_format = data_source(template)
+    asset = arrivals.spans_asset(template["pipeline"], data_root)
     workdir = os.environ.get(WORKDIR_ENV, os.path.join(template_lib.REPO, "work"))
-    config = os.path.join(template_lib.REPO, template["config"])
+    make = task_kinds(settings, pipeline=template["pipeline"], workdir=workdir, data_root=data_root)
+    # Where the TFX runtime finds the project's files: this checkout, or the image's copy.
+    config = make.path(template["config"])
+    on_failure = alerts.FailureNotifier(pipeline=template["pipeline"], settings=alert_settings,
+                                        gate_task=nodes.DATA_GATE)
     with DAG(
         dag_id=dag_id,
-        # A run at the start of month M+1 covers month M: its data interval is the span.
-        schedule=CronDataIntervalTimetable("0 0 1 * *", timezone="UTC"),
+        schedule=_schedule(settings, asset),
         start_date=start_date,
         catchup=False,
         max_active_runs=limits["max_active_runs"],
@@ -88,9 +136,13 @@ def build_dag(
             "retry_exponential_backoff": True,
             "max_retry_delay": dt.timedelta(minutes=10),
             "execution_timeout": task_timeout,
+            # Called once a task has failed for good (not on a retry): a gate stop or a failure.
+            "on_failure_callback": [on_failure],
         },
+        deadline=_deadline(template["pipeline"], settings, alert_settings),
         params={
-            "span": Param(None, type=["null", "string"], description="YYYYMM; blank: the data interval's month"),
+            "span": Param(None, type=["null", "string"],
+                          description="YYYYMM; blank: the arrived span (data schedule) or the data interval's month"),
             "train_steps": Param(None, type=["null", "integer"], minimum=1, description="blank: the config's"),
             "window": Param(None, type=["null", "integer"], minimum=1, description="spans to train on"),
         },
@@ -98,21 +150,31 @@ def build_dag(
         tags=["tfx", "retraining", template["pipeline"]],
         render_template_as_native_obj=False,
         user_defined_filters={"safe_run_id": layout.safe_id},
+        user_defined_macros={"run_span": arrivals.run_span},
     ) as dag:
         pipeline = template["pipeline"]
-        prepare = TfxRuntimeOperator(
+        prepare = make.command(
             task_id="prepare_run",
-            pipeline=pipeline,
             arguments=[
                 "prepare-run", "--config", config, "--workdir", workdir, "--run-id", "{{ run_id }}",
-                "--span", "{{ params.span or data_interval_start.strftime('%Y%m') }}",
+                "--span", RUN_SPAN,
                 "--train-steps", "{{ params.train_steps or '' }}",
                 "--window", "{{ params.window or '' }}",
-                "--expect", template_path,
+                "--expect", make.template(template_path),
                 "--data-root", os.environ.get(DATA_ROOT_ENV.format(pipeline=template["pipeline"].upper()), ""),
             ],
             doc_md="Checks the span's data, backfills the window, compiles and binds the run's IR.",
         )
+        skip_with = None
+        if settings["schedule"] == "monthly":
+            wait = arrivals.SpanWaitOperator(
+                task_id=WAIT_FOR_SPAN, asset=asset, span=RUN_SPAN, data_root=data_root,
+                example_format=example_format, settle_seconds=settings["settle_seconds"],
+                wait_hours=settings["span_wait_hours"], retries=0,
+                doc_md=f"Waits (deferred, no worker slot) for the month's span under `{data_root}`; skips the "
+                       f"run if it has not arrived {settings['span_wait_hours']:g} h after the month ended.")
+            wait >> prepare
+            skip_with = WAIT_FOR_SPAN
         groups = {
             stage: TaskGroup(stage, tooltip=_STAGE_TOOLTIPS.get(stage, ""))
             for stage in _STAGE_ORDER
@@ -120,11 +182,8 @@ def build_dag(
         }
         tasks = {}
         for node in template["nodes"]:
-            tasks[node["id"]] = TfxNodeOperator(
-                task_id=node["id"],
+            tasks[node["id"]] = make.node(
                 node_id=node["id"],
-                workdir=workdir,
-                pipeline=template["pipeline"],
                 task_group=groups[node["stage"]],
                 doc_md=f"TFX node `{node['id']}` ({node['type']}).",
                 **_pool(node["id"], limits["pools"]),
@@ -135,31 +194,78 @@ def build_dag(
             if not node["upstream"]:
                 prepare >> tasks[node["id"]]
         if limits["parallel"]:
-            _wait_tasks(tasks, groups, template["nodes"], prepare, workdir, pipeline)
+            _wait_tasks(make, tasks, groups, template["nodes"], prepare)
         if nodes.APPROVAL_GATE in tasks:
-            _approval_tasks(tasks, groups.get("push"), workdir, pipeline)
-        report = TfxRuntimeOperator(
+            _approval_tasks(make, tasks, groups.get("push"), workdir, pipeline)
+        report = make.command(
             task_id="governance_report",
-            pipeline=pipeline,
             arguments=["report", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}"],
             trigger_rule=TriggerRule.ALL_DONE,
             retries=1,
+            skip_with=skip_with,
             doc_md="The run's governance report from ML Metadata, pushed or not (a rejected candidate "
                    "needs it most); open it with the task's **Governance report** link.",
         )
-        summary = TfxRuntimeOperator(
+        summary = make.summary(
             task_id="run_summary",
-            pipeline=pipeline,
             arguments=["summary", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
-                       "--finish"],
+                       "--finish", "--outcome-line"],
             trigger_rule=TriggerRule.ALL_DONE,
             retries=0,
-            doc_md="The run's summary; fails when the pipeline did not finish (gate stop, failure).",
+            skip_with=skip_with,
+            alert_settings=alert_settings,
+            span=RUN_SPAN,
+            # The task that stopped the run has alerted already.
+            on_failure_callback=[],
+            doc_md="The run's summary; alerts on a refused candidate; fails when the pipeline did not "
+                   "finish (gate stop, failure).",
         )
         for node in template["nodes"]:
             if not node["downstream"]:
                 tasks[node["id"]] >> report
         report >> summary
+    return dag
+
+
+def _deadline(pipeline: str, settings: dict, alert_settings: dict) -> DeadlineAlert | None:
+    """A run still going `run_deadline_hours` after it was queued is stuck or starved: tell someone."""
+    hours = settings["run_deadline_hours"]
+    if not hours:
+        return None
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=dt.timedelta(hours=hours),
+        callback=AsyncCallback(alerts.deadline_missed,
+                               kwargs={"pipeline": pipeline, "settings": alert_settings, "deadline_hours": hours}))
+
+
+def build_arrivals_dag(template_path: str, dag_id: str,
+                       start_date: dt.datetime = pendulum.datetime(2026, 1, 1, tz="UTC")) -> DAG | None:
+    """The `<pipeline>_span_arrivals` DAG of the data schedule (None on the monthly calendar):
+    on `airflow.arrivals_check`, announces each newly arrived span as an asset event."""
+    template = template_lib.read(template_path)
+    settings = deployment.airflow_settings(template["deployment"].get("airflow"))
+    if settings["schedule"] != "data":
+        return None
+    data_root, example_format = data_source(template)
+    pipeline = template["pipeline"]
+    asset = arrivals.spans_asset(pipeline, data_root)
+    with DAG(
+        dag_id=dag_id,
+        schedule=CronTriggerTimetable(settings["arrivals_check"], timezone="UTC"),
+        start_date=start_date,
+        catchup=False,
+        max_active_runs=1,
+        tags=["tfx", "retraining", "data-arrival", pipeline],
+        doc_md=f"Looks under `{data_root}` for new {pipeline} spans and announces each one on the asset "
+               f"`{asset.name}` (partition key = span); `{pipeline}_retraining` runs once per announced span. "
+               "Skipped when nothing new arrived.",
+    ) as dag:
+        arrivals.SpanArrivalOperator(
+            task_id="announce_new_spans", asset=asset, data_root=data_root, example_format=example_format,
+            settle_seconds=settings["settle_seconds"], retries=1,
+            doc_md="Spans whose files stopped changing (or that hold a `_SUCCESS` marker) since the last "
+                   "announced one.")
     return dag
 
 
@@ -169,7 +275,7 @@ def _pool(node_id: str, pools: dict) -> dict:
     return {"pool": resource} if resource in pools else {}
 
 
-def _wait_tasks(tasks: dict, groups: dict, template_nodes: list, prepare, workdir: str, pipeline: str) -> None:
+def _wait_tasks(make, tasks: dict, groups: dict, template_nodes: list, prepare) -> None:
     """Sensors before the nodes that read other months' results (parallel runs only)."""
     stage = {n["id"]: n["stage"] for n in template_nodes}
     waits = {nodes.BASELINE_RESOLVER: ("wait_for_baseline", "baseline"),
@@ -178,19 +284,16 @@ def _wait_tasks(tasks: dict, groups: dict, template_nodes: list, prepare, workdi
     for node_id, (task_id, what) in waits.items():
         if node_id not in tasks:
             continue
-        common = dict(task_id=task_id, workdir=workdir, pipeline=pipeline, task_group=groups[stage[node_id]])
         if what == "models":
-            sensor = EarlierRunsSensor(
-                doc_md="Waits until earlier months' runs are finished: the Evaluator's baseline and the "
-                       "push order are then those of a sequential backfill.", **common)
+            doc = ("Waits until earlier months' runs are finished: the Evaluator's baseline and the push order "
+                   "are then those of a sequential backfill.")
         else:
-            sensor = SpanWaitSensor(
-                what=what, doc_md=f"Waits until the earlier spans' data gates this {what} reads have decided.",
-                **common)
+            doc = f"Waits until the earlier spans' data gates this {what} reads have decided."
+        sensor = make.span_wait(task_id=task_id, what=what, task_group=groups[stage[node_id]], doc_md=doc)
         prepare >> sensor >> tasks[node_id]
 
 
-def _approval_tasks(tasks: dict, group, workdir: str, pipeline: str) -> None:
+def _approval_tasks(make, tasks: dict, group, workdir: str, pipeline: str) -> None:
     """A reviewer's Approve/Reject (Airflow's human-in-the-loop prompt) before ApprovalGate.
 
     The prompt shows the candidate's report so far; `record_approval` writes the decision
@@ -212,13 +315,12 @@ def _approval_tasks(tasks: dict, group, workdir: str, pipeline: str) -> None:
         response_timeout=dt.timedelta(days=3),
         retries=0,
     )
-    record = TfxRuntimeOperator(
+    record = make.command(
         task_id="record_approval",
         task_group=group,
-        pipeline=pipeline,
         arguments=[
             "approve", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
-            "--config", os.path.join(template_lib.REPO, "pipelines", pipeline, "config.yaml"),
+            "--config", make.path(os.path.join("pipelines", pipeline, "config.yaml")),
             "--decision", "{{ ti.xcom_pull(task_ids='push.request_approval')['chosen_options'][0] }}",
             "--reviewer", "{{ (ti.xcom_pull(task_ids='push.request_approval')['responded_by_user'] or {}).get('name') "
                           "or ti.xcom_pull(task_ids='push.request_approval')['responded_by_user'] }}",
@@ -226,10 +328,9 @@ def _approval_tasks(tasks: dict, group, workdir: str, pipeline: str) -> None:
         ],
         retries=0,
     )
-    preview = TfxRuntimeOperator(
+    preview = make.command(
         task_id="candidate_report",
         task_group=group,
-        pipeline=pipeline,
         arguments=["report", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}"],
         retries=0,
         doc_md="The report so far, for the reviewer to read before deciding.",

@@ -146,76 +146,78 @@ class TfxRuntimeProcess:
             pass
 
 
-class TfxRuntimeOperator(TfxRuntimeProcess, BaseOperator):
-    """Runs `retrain <arguments>` in the TFX runtime; the task fails if the command does.
+class RetrainTask:
+    """What every `retrain` task does, however its command runs (a process here, a pod in
+    airflow_tfx/pods.py): skip when its run never started, `run_command`, then `finish`
+    (an *Outcome mixin, listed first in the class bases) maps the exit code and the
+    `RESULT` line to the task's state."""
 
-    Every task links to its run's governance report ("Governance report" in the task's links).
-    """
-
-    template_fields: Sequence[str] = ("arguments",)
-    ui_color = "#e8f4fa"
-    operator_extra_links = (GovernanceReportLink(),)
-
-    def __init__(
-        self, *, arguments: Sequence[str], entrypoint: Sequence[str] | None = None,
-        pipeline: str | None = None, **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.retrain_pipeline = pipeline
-        self.arguments = list(arguments)
-        self.entrypoint = list(entrypoint) if entrypoint else None
-
-    def command(self) -> list[str]:
-        return (self.entrypoint or tfx_entrypoint()) + _drop_empty_options(self.arguments)
-
-    def run_command(self) -> tuple[int, list[str], NodeResult | None]:
-        return self.run_in_tfx_runtime(self.command())
+    skip_with: str | None = None
 
     def execute(self, context: Any) -> Any:
-        rc, lines, _ = self.run_command()
+        self.skip_if_run_never_started(context)
+        rc, lines, result = self.run_command(context)
+        return self.finish(context, rc, lines, result)
+
+    def skip_if_run_never_started(self, context: Any) -> None:
+        """A task whose `skip_with` task was skipped (its span never arrived) has nothing to
+        read: skipped too, instead of failing on a run that does not exist."""
+        if not self.skip_with:
+            return
+        ti = context["ti"]
+        states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[self.skip_with], run_ids=[ti.run_id])
+        if (states.get(ti.run_id) or {}).get(self.skip_with) == "skipped":
+            raise AirflowSkipException(f"{self.skip_with} was skipped: this run never started (see its log)")
+
+
+class CommandOutcome:
+    """A plain command: fails as its exit code says; a JSON answer goes to XCom."""
+
+    def finish(self, context: Any, rc: int, lines: list[str], result: NodeResult | None) -> Any:
         if rc != exit_codes.OK:
-            raise self._failure(rc, lines)
-        # Commands that answer in JSON hand it to XCom (e.g. prepare-run's run folder).
-        for line in reversed(lines):
-            if line.startswith("{"):
-                try:
-                    return json.loads(line)
-                except ValueError:
-                    break
-        return None
-
-    def _failure(self, rc: int, lines: list[str]) -> Exception:
-        return failure_for_exit_code(rc, "\n".join(lines[-5:]))
+            raise failure_for_exit_code(rc, "\n".join(lines[-5:]))
+        return last_json_line(lines)
 
 
-class TfxNodeOperator(TfxRuntimeOperator):
-    """Runs one node of a prepared pipeline run through TFX's portable launcher."""
+class SummaryOutcome:
+    """`retrain summary --outcome-line`: alerts when the candidate was refused (not blessed,
+    failed serving check, rejected): the run finished, green, and nobody would know
+    otherwise. Fails, as any task, when the pipeline did not finish."""
 
-    template_fields: Sequence[str] = ("arguments", "tfx_node_id")
-    ui_color = "#fff3d6"
+    alert_settings: dict
+    span: str
+    retrain_pipeline: str
 
-    def __init__(self, *, node_id: str, workdir: str, pipeline: str, **kwargs):
-        # The run folder is found from the run id: no XCom needed, so a task can be
-        # cleared and re-run on its own.
-        super().__init__(
-            pipeline=pipeline,
-            arguments=[
-                "node", "run", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
-                "--node", node_id,
-            ],
-            **kwargs,
-        )
-        self.tfx_node_id = node_id
+    def finish(self, context: Any, rc: int, lines: list[str], result: NodeResult | None) -> Any:
+        from airflow_tfx import alerts
 
-    def execute(self, context: Any) -> Any:
-        rc, lines, result = self.run_command()
+        outcome = last_json_line(lines) or {}
+        why = alerts.refusal(outcome)
+        if why:
+            ti = context["ti"]
+            alerts.send(self.alert_settings, alerts.Alert(
+                alerts.REFUSED, self.retrain_pipeline, str(outcome.get("span") or self.span), ti.run_id, why,
+                ti.dag_id, ti.task_id), context, self.log)
+        if rc != exit_codes.OK:
+            raise failure_for_exit_code(rc, "\n".join(lines[-5:]))
+        return outcome
+
+
+class NodeOutcome:
+    """`retrain node run`: the `RESULT` line decides. Complete and cached nodes succeed
+    (cached ones say so), a node the pipeline's condition skipped is skipped, a data-gate
+    stop fails without retries, any other failure fails with the cause in the log."""
+
+    tfx_node_id: str
+
+    def finish(self, context: Any, rc: int, lines: list[str], result: NodeResult | None) -> Any:
         if result is None:
             raise AirflowException(f"node {self.tfx_node_id} ended (exit code {rc}) without a result")
         status = result.status
         if status == FAILED:
             # The cause as the task log's last line, not only the exit code.
             self.log.error("%s failed: %s", self.tfx_node_id, result.error or "no error message")
-            raise self._failure(rc, lines + [result.error or ""])
+            raise failure_for_exit_code(rc, "\n".join((lines + [result.error or ""])[-5:]))
         if status == SKIPPED:
             raise AirflowSkipException(
                 f"{self.tfx_node_id} was skipped by the pipeline (its condition was false, "
@@ -231,6 +233,73 @@ class TfxNodeOperator(TfxRuntimeOperator):
             self.log.info("output %s: %s", key, ", ".join(uris))
         context["ti"].xcom_push(key="status", value=status)
         return outputs
+
+
+def node_arguments(node_id: str, workdir: str, pipeline: str) -> list[str]:
+    """`retrain node run` for one node of the task's run. The run folder is found from the
+    run id: no XCom needed, so a task can be cleared and re-run on its own."""
+    return ["node", "run", "--workdir", workdir, "--pipeline", pipeline, "--run-id", "{{ run_id }}",
+            "--node", node_id]
+
+
+def last_json_line(lines: Sequence[str]) -> Any:
+    """The last line that is a JSON object (commands that answer in JSON hand it to XCom)."""
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+class TfxRuntimeOperator(CommandOutcome, RetrainTask, TfxRuntimeProcess, BaseOperator):
+    """Runs `retrain <arguments>` in the TFX runtime; the task fails if the command does.
+
+    Every task links to its run's governance report ("Governance report" in the task's links).
+    """
+
+    template_fields: Sequence[str] = ("arguments",)
+    ui_color = "#e8f4fa"
+    operator_extra_links = (GovernanceReportLink(),)
+
+    def __init__(
+        self, *, arguments: Sequence[str], entrypoint: Sequence[str] | None = None,
+        pipeline: str | None = None, skip_with: str | None = None, **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.retrain_pipeline = pipeline
+        self.arguments = list(arguments)
+        self.entrypoint = list(entrypoint) if entrypoint else None
+        self.skip_with = skip_with
+
+    def command(self) -> list[str]:
+        return (self.entrypoint or tfx_entrypoint()) + _drop_empty_options(self.arguments)
+
+    def run_command(self, context: Any) -> tuple[int, list[str], NodeResult | None]:
+        return self.run_in_tfx_runtime(self.command())
+
+
+class RunSummaryOperator(SummaryOutcome, TfxRuntimeOperator):
+    """The run's summary; alerts on a refused candidate (SummaryOutcome)."""
+
+    template_fields: Sequence[str] = ("arguments", "span")
+
+    def __init__(self, *, alert_settings: dict, span: str, **kwargs):
+        super().__init__(**kwargs)
+        self.alert_settings = alert_settings
+        self.span = span
+
+
+class TfxNodeOperator(NodeOutcome, TfxRuntimeOperator):
+    """Runs one node of a prepared pipeline run through TFX's portable launcher."""
+
+    template_fields: Sequence[str] = ("arguments", "tfx_node_id")
+    ui_color = "#fff3d6"
+
+    def __init__(self, *, node_id: str, workdir: str, pipeline: str, **kwargs):
+        super().__init__(pipeline=pipeline, arguments=node_arguments(node_id, workdir, pipeline), **kwargs)
+        self.tfx_node_id = node_id
 
 
 class SpanWaitSensor(TfxRuntimeProcess, BaseSensorOperator):
@@ -276,6 +345,9 @@ class EarlierRunsSensor(SpanWaitSensor):
 
     def poke(self, context: Any) -> bool:
         dag_run = context["dag_run"]
+        if dag_run.logical_date is None:
+            # A run per arrived span (data schedule) has no calendar month: the span ledger decides.
+            return super().poke(context)
         earlier = earlier_month_starts(dag_run.logical_date, self.dag.start_date)
         open_runs = context["ti"].get_dr_count(dag_id=self.dag_id, logical_dates=earlier,
                                                states=["queued", "running"]) if earlier else 0
@@ -298,3 +370,34 @@ def earlier_month_starts(logical_date, start_date) -> list:
         out.append(month)
         month = month.add(months=1)
     return out
+
+
+class ProcessTasks:
+    """How the DAG factory makes its tasks in the process mode: each command in the TFX
+    runtime on the Airflow worker (the pod mode's twin: pods.PodTasks)."""
+
+    def __init__(self, *, pipeline: str, workdir: str):
+        self.pipeline, self.workdir = pipeline, workdir
+
+    def path(self, repo_relative: str) -> str:
+        """A project file as the TFX runtime sees it: in this checkout."""
+        return os.path.join(REPO, repo_relative)
+
+    def template(self, template_path: str) -> str:
+        """The DAG's template, for prepare_run to check the pipeline code against."""
+        return template_path
+
+    def command(self, *, task_id: str, arguments: Sequence[str], **kwargs) -> TfxRuntimeOperator:
+        return TfxRuntimeOperator(task_id=task_id, arguments=arguments, pipeline=self.pipeline, **kwargs)
+
+    def summary(self, *, task_id: str, arguments: Sequence[str], **kwargs) -> RunSummaryOperator:
+        return RunSummaryOperator(task_id=task_id, arguments=arguments, pipeline=self.pipeline, **kwargs)
+
+    def node(self, *, node_id: str, **kwargs) -> TfxNodeOperator:
+        return TfxNodeOperator(task_id=node_id, node_id=node_id, workdir=self.workdir, pipeline=self.pipeline,
+                               **kwargs)
+
+    def span_wait(self, *, task_id: str, what: str, **kwargs) -> BaseOperator:
+        if what == "models":
+            return EarlierRunsSensor(task_id=task_id, workdir=self.workdir, pipeline=self.pipeline, **kwargs)
+        return SpanWaitSensor(task_id=task_id, what=what, workdir=self.workdir, pipeline=self.pipeline, **kwargs)

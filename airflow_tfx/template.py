@@ -38,7 +38,8 @@ def from_ir(ir: Any, config_path: str, stages: dict[str, str], deployment: dict 
     """Builds the template from a compiled `pipeline_pb2.Pipeline`.
 
     `deployment`: the config's non-secret settings the DAG needs at parse time (the
-    metadata URL setting, never a password; the `airflow:` concurrency block).
+    metadata URL setting, never a password; the `airflow:` and `alerts:` blocks; the data
+    folder and format the span-arrival check watches).
     """
     nodes = []
     for n in ir.nodes:
@@ -59,6 +60,17 @@ def from_ir(ir: Any, config_path: str, stages: dict[str, str], deployment: dict 
         "nodes": nodes,
         "deployment": dict(deployment or {}),
     }
+
+
+def repo_relative(path: str) -> str:
+    """`path` relative to the repo when it lies inside it (templates are committed), else absolute."""
+    path = os.path.abspath(path)
+    return os.path.relpath(path, REPO) if path.startswith(REPO + os.sep) else path
+
+
+def repo_path(path: str) -> str:
+    """The inverse of repo_relative: an absolute path."""
+    return path if os.path.isabs(path) else os.path.join(REPO, path)
 
 
 def write(template: dict, path: str) -> None:

@@ -2,7 +2,7 @@
 
 import os
 
-from airflow_tfx.dag_factory import build_dag
+from airflow_tfx.dag_factory import build_arrivals_dag, build_dag
 
 DOC_MD = """
 ### Digits retraining (image classification, TFX 1.16 on Airflow 3)
@@ -15,8 +15,7 @@ for the hardware, recorded on the Model in MLMD), evaluates accuracy overall and
 against the last blessed model, and pushes only a blessed model.
 """
 
-dag = build_dag(
-    template_path=os.path.join(os.path.dirname(__file__), "compiled", "digits.json"),
-    dag_id="digits_retraining",
-    doc_md=DOC_MD,
-)
+TEMPLATE = os.path.join(os.path.dirname(__file__), "compiled", "digits.json")
+dag = build_dag(template_path=TEMPLATE, dag_id="digits_retraining", doc_md=DOC_MD)
+# Announces each arrived span (the data schedule); None on the monthly calendar.
+arrivals = build_arrivals_dag(template_path=TEMPLATE, dag_id="digits_span_arrivals")

@@ -2,14 +2,17 @@
 
 import os
 
-from airflow_tfx.dag_factory import build_dag
+from airflow_tfx.dag_factory import build_arrivals_dag, build_dag
 
 DOC_MD = """
 ### Taxi retraining (TFX 1.16 on Airflow 3)
 
-Each run ingests **one monthly span**: the month of the run's data interval (a run at
-2017-01-01 ingests span 201612), or the `span` param of a manual run. Backfilling past
-months replays them one span at a time.
+Each run ingests **one monthly span**. By default a run starts when a span *arrives*:
+`taxi_span_arrivals` announces it on the asset `taxi_spans` (partition key = span, see
+the Assets view) and this DAG runs once per announced span; a month without data gets
+no run. With `airflow.schedule: monthly` the calendar creates the runs (a run at
+2017-01-01 ingests span 201612) and `wait_for_span` waits for the data, skipping the run
+if it never arrives. A manual run's `span` param wins.
 
 * **validate_data**: CsvExampleGen, StatisticsGen, the curated schema, ExampleValidator,
   and the **DataGate**, which fails the run on anomalies or drift beyond the schema's
@@ -19,11 +22,12 @@ months replays them one span at a time.
 * **push**: AtomicPusher, *skipped* when the model is not blessed.
 
 Every node runs in the TFX runtime (`RETRAIN_TFX_PYTHON`), never in the Airflow worker;
-`run_summary` prints what the run ingested, found, scored and pushed.
+`run_summary` prints what the run ingested, found, scored and pushed. A gate stop, a
+refused candidate, a failed task and a missed run deadline are sent to the `alerts:`
+recipients with the span, the reason and the governance report's link.
 """
 
-dag = build_dag(
-    template_path=os.path.join(os.path.dirname(__file__), "compiled", "taxi.json"),
-    dag_id="taxi_retraining",
-    doc_md=DOC_MD,
-)
+TEMPLATE = os.path.join(os.path.dirname(__file__), "compiled", "taxi.json")
+dag = build_dag(template_path=TEMPLATE, dag_id="taxi_retraining", doc_md=DOC_MD)
+# Announces each arrived span (the data schedule); None on the monthly calendar.
+arrivals = build_arrivals_dag(template_path=TEMPLATE, dag_id="taxi_span_arrivals")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from components.trainer.settings import TrainerSettings
-from core import layout, nodes
+from core import deployment, layout, nodes
 from core import metadata as metadata_lib
 from core.errors import BadInput
 
@@ -97,9 +97,11 @@ class PipelineConfig:
     # or mysql://user@127.0.0.1:3306/database. RETRAIN_METADATA_URL wins; the password comes
     # only from RETRAIN_METADATA_PASSWORD or the Airflow connection `retrain_metadata`.
     metadata: str = "sqlite"
-    # Airflow concurrency when the store takes concurrent writers (not SQLite): runs and
-    # tasks at once, and pool sizes per resource class (airflow_tfx/dag_factory.py).
+    # How Airflow runs it (core/deployment.py): schedule (data arrival or the calendar),
+    # run deadline, and concurrency when the store takes concurrent writers (not SQLite).
     airflow: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Who is told about gate stops, refused candidates, failures and missed deadlines.
+    alerts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # How the first run of a fresh store gets the earlier spans of its window.
     backfill_window: bool = True
 
@@ -235,35 +237,23 @@ def validate(config: PipelineConfig) -> None:
         config.metadata_store  # noqa: B018 - parses the URL (and RETRAIN_METADATA_URL) now
     except metadata_lib.MetadataConfigError as e:
         raise ConfigError(f"metadata: {e}") from e
-    check_airflow(config.airflow)
+    check_deployment(config)
     check_hparams(config)
     load_gate_policy(config)
 
 
-AIRFLOW_KEYS = {"max_active_runs", "max_active_tasks", "pools"}
-
-
-def check_airflow(values: Mapping[str, Any]) -> None:
-    """The `airflow:` block: positive run/task limits and pool sizes by resource class.
+def check_deployment(config: PipelineConfig) -> None:
+    """The `airflow:` and `alerts:` blocks (core/deployment.py): schedule, arrivals,
+    deadlines, execution, concurrency; recipients and notifier.
 
     Raises:
       ConfigError: naming the key.
     """
-    unknown = sorted(set(values) - AIRFLOW_KEYS)
-    if unknown:
-        raise ConfigError(f"airflow: unknown key(s) {unknown}; known: {sorted(AIRFLOW_KEYS)}")
-    for key in ("max_active_runs", "max_active_tasks"):
-        v = values.get(key, 1)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"airflow.{key}: must be an integer >= 1, got {v!r}")
-    pools = values.get("pools", {})
-    if not isinstance(pools, Mapping):
-        raise ConfigError(f"airflow.pools: expected a mapping of resource class: slots, got {pools!r}")
-    for name, slots in pools.items():
-        if name not in nodes.RESOURCE_CLASSES:
-            raise ConfigError(f"airflow.pools: unknown resource class {name!r}; known: {sorted(nodes.RESOURCE_CLASSES)}")
-        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
-            raise ConfigError(f"airflow.pools.{name}: must be an integer >= 1, got {slots!r}")
+    try:
+        deployment.check_airflow(config.airflow)
+        deployment.check_alerts(config.alerts)
+    except deployment.DeploymentError as e:
+        raise ConfigError(str(e)) from e
 
 
 def hparams_class(config: PipelineConfig):

@@ -51,6 +51,8 @@ def add_parsers(sub) -> None:
     summ = sub.add_parser("summary", help="the summary of a prepared run")
     options.add_run_dir_options(summ)
     summ.add_argument("--json", action="store_true")
+    summ.add_argument("--outcome-line", action="store_true",
+                      help="after the summary, print the outcome as one JSON line (for an orchestrator)")
     summ.add_argument("--finish", action="store_true",
                       help="also end the run's span claim (the orchestrator's last task does this)")
 
@@ -113,8 +115,11 @@ def cmd_compile(args) -> int:
     config = config_lib.load(args.config)
     # Any span gives the same nodes and edges; the latest one keeps it a real, valid span.
     ir = runs.compile_for_span(config, spans.list_spans(config.data_root)[-1])
-    template = dag_template.from_ir(ir, args.config, NODE_STAGES,
-                                    {"metadata": config.metadata, "airflow": dict(config.airflow)})
+    template = dag_template.from_ir(ir, args.config, NODE_STAGES, {
+        "metadata": config.metadata, "airflow": dict(config.airflow), "alerts": dict(config.alerts),
+        # Where the span-arrival check looks (the DAG's RETRAIN_DATA_ROOT_<PIPELINE> wins).
+        "data": {"root": dag_template.repo_relative(config.data_root), "format": config.example_format},
+    })
     dag_template.write(template, args.out)
     sys.stdout.write(f"wrote {args.out}: {len(template['nodes'])} nodes, fingerprint {template['fingerprint'][:12]}\n")
     return exit_codes.OK
@@ -164,6 +169,9 @@ def cmd_summary(args) -> int:
     html = os.path.join(layout.report_dir(info["pipeline_root"], info["run_id"]), layout.REPORT_HTML)
     summary["report"] = html if os.path.exists(html) else None
     _print_summary(summary, args.json)
+    if args.outcome_line:
+        # For the orchestrator (the run_summary task's XCom, alerts on a refused candidate).
+        sys.stdout.write(json.dumps({k: summary.get(k) for k in outcomes.OUTCOME_LINE_KEYS}, default=str) + "\n")
     return outcomes.exit_code(summary["outcome"])
 
 

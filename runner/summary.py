@@ -64,6 +64,7 @@ def build_summary(record: RunRecord) -> dict:
         "pushed": {"version": push.get("version"), "path": push.get("path"),
                    "already_serving": bool(push.get("already_serving"))} if push.get("pushed") else None,
         "outcome": record.outcome.name,
+        "reason": record.outcome.reason,
         "error": record.error,
     }
     if record.approval:

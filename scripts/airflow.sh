@@ -108,7 +108,11 @@ test_dag() {  # DATE [options]: one DAG run through Airflow; progress per task, 
     warm_wait "$AIRFLOW_HOME/warm-runtime.log"
   fi
   set +e
-  "$AF/airflow" dags test taxi_retraining "$date" "$@" 2>&1 | tee "$log" \
+  # No deadline alert under `dags test`: Airflow 3.3.2's test loop cannot settle a DAG run
+  # that carries one (it reads the serialized alert as an id: "'dict' object has no
+  # attribute 'hex'" when the run ends). The scheduler handles them; the cluster and
+  # standalone tests check the alert there.
+  RETRAIN_RUN_DEADLINE_HOURS=0 "$AF/airflow" dags test taxi_retraining "$date" "$@" 2>&1 | tee "$log" \
     | grep --line-buffered -oE '\[DAG TEST\] (starting|end) task task_id=[^ ]+' >&2
   local rc=${PIPESTATUS[0]}
   set -e

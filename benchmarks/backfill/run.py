@@ -98,7 +98,8 @@ def cluster(spans: list[dt.date], root: str, conf: dict, max_active_runs: int) -
     env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_HOME"}
     env.update(AIRFLOW_CLUSTER_HOME=os.path.join(root, "airflow"), AIRFLOW_PORT="18097",
                RETRAIN_WORKDIR=os.path.join(root, "work"), RETRAIN_MLMD_DATABASE="bench_backfill",
-               RETRAIN_AIRFLOW_DATABASE="airflow_bench", RETRAIN_REDIS_DB="2", RETRAIN_TFX_PYTHON=TFX_PYTHON)
+               RETRAIN_AIRFLOW_DATABASE="airflow_bench", RETRAIN_REDIS_DB="2", RETRAIN_TFX_PYTHON=TFX_PYTHON,
+               RETRAIN_SCHEDULE="monthly")  # `airflow backfill` replays calendar months
     subprocess.run([SERVICES, "mariadb-db", "bench_backfill"], check=True, env=env, capture_output=True)
     subprocess.run([SERVICES, "postgres-db", "airflow_bench"], check=True, env=env, capture_output=True)
     t0 = time.monotonic()

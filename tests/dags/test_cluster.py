@@ -35,7 +35,10 @@ def cluster(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_HOME"}
     env.update(ui.ALL_ADMINS, AIRFLOW_CLUSTER_HOME=str(root / "airflow"), AIRFLOW_PORT="18095", RETRAIN_WORKDIR=str(root / "work"),
                RETRAIN_MLMD_DATABASE="cluster_test", RETRAIN_AIRFLOW_DATABASE="airflow_cluster_test",
-               RETRAIN_REDIS_DB="1", KEEP_SERVICES="1", RETRAIN_TFX_PYTHON=TFX_PYTHON)
+               RETRAIN_REDIS_DB="1", KEEP_SERVICES="1", RETRAIN_TFX_PYTHON=TFX_PYTHON,
+               # `airflow backfill` replays calendar months: the monthly schedule (runs on data
+               # arrival are tested in test_standalone.py).
+               RETRAIN_SCHEDULE="monthly")
     subprocess.run([SERVICES, "mariadb-db", "cluster_test"], check=True, env=env, capture_output=True)
     subprocess.run([SERVICES, "postgres-db", "airflow_cluster_test"], check=True, env=env, capture_output=True)
     start = subprocess.run([AIRFLOW_SH, "cluster-start"], env=env, capture_output=True, text=True, timeout=600)

@@ -7,13 +7,15 @@ import sys
 
 import pytest
 
+from airflow_tfx import alerts
 from airflow_tfx import template as template_lib
-from airflow_tfx.dag_factory import build_dag
+from airflow_tfx.dag_factory import build_arrivals_dag, build_dag
 
 REPO = template_lib.REPO
 DAGS = os.path.join(REPO, "dags")
 TEMPLATE = os.path.join(DAGS, "compiled", "taxi.json")
 DAG_IDS = {"digits_retraining": "digits", "taxi_retraining": "taxi"}
+ARRIVAL_DAG_IDS = {"digits_span_arrivals", "taxi_span_arrivals"}
 
 _PARSE = r"""
 import json, sys
@@ -44,7 +46,9 @@ def parsed():
 
 def test_no_import_errors(parsed):
     assert parsed["errors"] == {}
-    assert parsed["dag_ids"] == sorted(DAG_IDS)
+    assert parsed["dag_ids"] == sorted(set(DAG_IDS) | ARRIVAL_DAG_IDS)
+    for dag_id in ARRIVAL_DAG_IDS:
+        assert parsed["downstream"][dag_id] == {"announce_new_spans": []}
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
@@ -68,10 +72,14 @@ def test_parsing_imports_neither_tensorflow_nor_tfx(parsed):
     assert parsed["heavy"] == []
 
 
-def test_schedule_and_safety_settings():
+def test_schedule_and_safety_settings(monkeypatch):
+    monkeypatch.delenv("RETRAIN_SCHEDULE", raising=False)
     dag = build_dag(TEMPLATE, "t", doc_md="doc")
     assert dag.max_active_runs == 1 and dag.max_active_tasks == 1
-    assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"
+    # Runs start when a span arrives: one run per partition (span) of the pipeline's asset.
+    assert type(dag.timetable).__name__ == "PartitionedAssetTimetable"
+    assert dag.timetable.asset_condition.name == "taxi_spans"
+    assert "wait_for_span" not in dag.task_dict
     assert set(dag.params) == {"span", "train_steps", "window"}
     node = dag.get_task("train.Trainer")
     assert node.retries == 2 and node.retry_exponential_backoff and node.execution_timeout
@@ -79,6 +87,46 @@ def test_schedule_and_safety_settings():
     assert dag.get_task("governance_report").trigger_rule == "all_done"  # pushed or not, a report
     assert [l.name for l in dag.get_task("train.Trainer").operator_extra_links] == ["Governance report"]
     assert {g for g in dag.task_group.children} >= {"validate_data", "train", "evaluate", "push"}
+
+
+def test_the_monthly_calendar_waits_for_its_span_and_skips_what_never_came(monkeypatch):
+    monkeypatch.setenv("RETRAIN_SCHEDULE", "monthly")
+    dag = build_dag(TEMPLATE, "t", doc_md="doc")
+    assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"
+    wait = dag.get_task("wait_for_span")
+    assert type(wait).__name__ == "SpanWaitOperator" and wait.downstream_task_ids == {"prepare_run"}
+    assert wait.wait_hours == 72 and wait.data_root == os.path.join(REPO, "data", "taxi")
+    assert [o.name for o in wait.outlets] == ["taxi_spans"]  # arrivals show in the Assets view here too
+    # The report and the summary of a run that never started are skipped with it, not failed.
+    assert dag.get_task("governance_report").skip_with == "wait_for_span"
+    assert dag.get_task("run_summary").skip_with == "wait_for_span"
+    assert build_arrivals_dag(TEMPLATE, "a") is None
+
+
+def test_the_arrivals_dag_announces_on_the_pipelines_asset(monkeypatch):
+    monkeypatch.delenv("RETRAIN_SCHEDULE", raising=False)
+    monkeypatch.setenv("RETRAIN_DATA_ROOT_TAXI", "/data/taxi")
+    dag = build_arrivals_dag(TEMPLATE, "a")
+    task = dag.get_task("announce_new_spans")
+    assert type(dag.timetable).__name__ == "CronTriggerTimetable" and dag.timetable.expression == "*/10 * * * *"
+    assert [o.uri for o in task.outlets] == ["file:///data/taxi"] and task.settle_seconds == 60
+    assert dag.catchup is False and dag.max_active_runs == 1
+
+
+def test_every_stop_refusal_failure_and_deadline_alerts(monkeypatch):
+    monkeypatch.setenv("RETRAIN_ALERTS_TO", "ops@example.org")
+    dag = build_dag(TEMPLATE, "t", doc_md="doc")
+    for task_id in ("prepare_run", "validate_data.DataGate", "train.Trainer", "governance_report"):
+        [notifier] = dag.get_task(task_id).on_failure_callback
+        assert isinstance(notifier, alerts.FailureNotifier) and notifier.settings["to"] == ["ops@example.org"]
+    summary = dag.get_task("run_summary")
+    assert not summary.on_failure_callback  # the task that stopped the run has alerted
+    assert summary.alert_settings["to"] == ["ops@example.org"] and "--outcome-line" in summary.arguments
+    [deadline] = dag.deadline
+    assert deadline.interval.total_seconds() == 12 * 3600
+    assert type(deadline.reference).__name__ == "DagRunQueuedAtDeadline"
+    assert deadline.callback.path == "airflow_tfx.alerts.deadline_missed"
+    assert deadline.callback.kwargs["settings"]["to"] == ["ops@example.org"]
 
 
 def test_stale_template_fails_loudly(tmp_path):

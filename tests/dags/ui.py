@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 from airflow_tfx.template import REPO
@@ -26,8 +27,11 @@ def api(base: str, method: str, path: str, body: dict | None = None) -> dict:
         base + path, method=method, data=json.dumps(body).encode() if body is not None else None,
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read() or b"{}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:  # say what the API objected to
+        raise AssertionError(f"{method} {path}: HTTP {e.code}: {e.read()[:500]!r}") from e
 
 
 def wait_for_dag(base: str, dag_id: str, timeout_s: float = 180) -> dict:
@@ -36,7 +40,7 @@ def wait_for_dag(base: str, dag_id: str, timeout_s: float = 180) -> dict:
     while True:
         try:
             return api(base, "GET", f"/api/v2/dags/{dag_id}")
-        except OSError:
+        except (OSError, AssertionError):  # not parsed yet (404), or not up
             assert time.monotonic() < deadline, f"DAG {dag_id} never appeared in the API"
             time.sleep(3)
 

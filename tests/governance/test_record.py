@@ -61,6 +61,8 @@ def test_summary_report_registry_and_exit_code_agree(workdir, scenario):
     if expected != outcome.PUSHED:  # the report says why, in the words of the outcome's reason
         assert written["report"]["push"] == {"pushed": False, "reason": record.outcome.reason}
         assert record.outcome.reason
+        # The summary carries it too: an orchestrator's alert quotes it (retrain summary --outcome-line).
+        assert summary["reason"] == record.outcome.reason
 
 
 def test_sections_read_back_what_the_nodes_recorded(workdir):

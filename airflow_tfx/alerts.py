@@ -1,0 +1,167 @@
+"""Alerts where operators look: a stop, a refusal, a failure or a missed deadline, as a message.
+
+Four kinds, each with the span, the reason and a link to the run's governance report:
+- `gate_stop`: the data gate stopped the span (the DataGate task's failure);
+- `refused`: the candidate was not blessed, failed the serving check or was rejected
+  (the `run_summary` task reads the run's outcome);
+- `task_failure`: any other task failed after its retries (`on_failure_callback`);
+- `deadline_missed`: the run was not finished `run_deadline_hours` after it was queued
+  (Airflow 3's deadline alerts; the callback runs in the triggerer).
+
+They go through Airflow's notifier mechanism: SMTP (the provider's `SmtpNotifier`) by
+default, or any notifier class named in the `alerts:` block (Slack, apprise...).
+Every alert is also written to the task log; with no recipient configured that is all.
+A notifier that cannot deliver is logged, never raised: the task's own outcome stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html
+import importlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+from airflow_tfx import arrivals, links
+from core import outcome as outcomes
+
+GATE_STOP = "gate_stop"
+REFUSED = "refused"
+TASK_FAILURE = "task_failure"
+DEADLINE_MISSED = "deadline_missed"
+KINDS = (GATE_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED)
+_TITLES = {
+    GATE_STOP: "the data gate stopped the span",
+    REFUSED: "the candidate model was refused",
+    TASK_FAILURE: "a task failed",
+    DEADLINE_MISSED: "the run missed its deadline",
+}
+_REFUSALS = {
+    outcomes.NOT_BLESSED: "not blessed by the Evaluator",
+    outcomes.FAILED_SERVING_CHECK: "failed the serving check",
+    outcomes.REJECTED: "rejected by the reviewer",
+}
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Alert:
+    kind: str
+    pipeline: str
+    span: str | None
+    run_id: str
+    reason: str
+    dag_id: str
+    task_id: str | None = None
+
+    @property
+    def report_url(self) -> str:
+        return links.report_url(self.pipeline, self.run_id)
+
+    @property
+    def subject(self) -> str:
+        return f"[retrain] {self.pipeline} span {self.span or '?'}: {_TITLES[self.kind]}"
+
+    def fields(self) -> list[tuple[str, str]]:
+        rows = [("What", _TITLES[self.kind]), ("Pipeline", self.pipeline), ("Span", str(self.span or "unknown")),
+                ("DAG run", f"{self.dag_id} / {self.run_id}")]
+        if self.task_id:
+            rows.append(("Task", self.task_id))
+        return rows + [("Reason", self.reason), ("Governance report", self.report_url)]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(f"{k}: {v}" for k, v in self.fields())
+
+    @property
+    def html(self) -> str:
+        rows = "".join(
+            f"<tr><th align='left'>{html.escape(k)}</th><td>"
+            + (f"<a href='{html.escape(v)}'>{html.escape(v)}</a>" if k == "Governance report"
+               else f"<pre>{html.escape(v)}</pre>" if k == "Reason" else html.escape(v))
+            + "</td></tr>" for k, v in self.fields())
+        return f"<p>{html.escape(self.subject)}</p><table>{rows}</table>"
+
+
+def notifier_for(settings: Mapping[str, Any], alert: Alert) -> BaseNotifier | None:
+    """The configured notifier carrying this alert, or None when nobody is configured."""
+    if settings["notifier"] == "smtp":
+        if not settings["to"]:
+            return None
+        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+        return SmtpNotifier(to=list(settings["to"]), from_email=settings["from_email"],
+                            smtp_conn_id=settings["smtp_conn_id"], subject=alert.subject,
+                            html_content=alert.html)
+    module, _, name = settings["notifier"].rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    values = {"subject": alert.subject, "text": alert.text, "html": alert.html}
+    args = {k: v.format(**values) if isinstance(v, str) else v for k, v in settings["notifier_args"].items()}
+    return cls(**args)
+
+
+def send(settings: Mapping[str, Any], alert: Alert, context: Any, logger=log) -> bool:
+    """Logs the alert and hands it to the configured notifier. True when a notifier took it."""
+    logger.warning("ALERT %s\n%s", alert.subject, alert.text)
+    try:
+        notifier = notifier_for(settings, alert)
+        if notifier is None:
+            logger.warning("alert not sent: no recipient configured (alerts.to in the pipeline config, "
+                           "or RETRAIN_ALERTS_TO)")
+            return False
+        notifier.notify(context)
+    except Exception as e:  # a broken notifier must not change the task's own outcome
+        logger.error("alert not delivered through %s: %s: %s", settings["notifier"], type(e).__name__, e)
+        return False
+    logger.info("alert sent through %s", settings["notifier"])
+    return True
+
+
+def refusal(summary: Mapping[str, Any]) -> str | None:
+    """Why the run's candidate was refused, or None when it was not (from the outcome line)."""
+    name = summary.get("outcome")
+    if name not in outcomes.REFUSED:
+        return None
+    why = _REFUSALS[name]
+    return f"{why}: {summary['reason']}" if summary.get("reason") else why
+
+
+def span_of(context: Mapping[str, Any]) -> str | None:
+    """The run's span as the DAG's templates compute it (params, partition, data interval)."""
+    return arrivals.run_span(context.get("params") or {}, context.get("dag_run"), context.get("data_interval_start"),
+                    context.get("data_interval_end"), context.get("logical_date"))
+
+
+class FailureNotifier(BaseNotifier):
+    """`on_failure_callback` of every task: a gate stop or a failure after the last retry."""
+
+    def __init__(self, *, pipeline: str, settings: Mapping[str, Any], gate_task: str):
+        super().__init__()
+        self.pipeline, self.settings, self.gate_task = pipeline, dict(settings), gate_task
+
+    def notify(self, context: Any) -> None:
+        ti = context["ti"]
+        error = context.get("exception")
+        reason = str(error) if error else "see the task log"
+        kind = GATE_STOP if ti.task_id.endswith(self.gate_task) else TASK_FAILURE
+        alert = Alert(kind, self.pipeline, span_of(context), context["run_id"], reason, ti.dag_id, ti.task_id)
+        send(self.settings, alert, context, getattr(ti, "log", log))
+
+
+async def deadline_missed(*, pipeline: str, settings: Mapping[str, Any], deadline_hours: float,
+                          context: Mapping[str, Any] | None = None) -> str:
+    """The deadline alert's callback (runs in the triggerer with the DAG run as `context`)."""
+    run = dict((context or {}).get("dag_run") or {})
+    conf = run.get("conf") or {}
+    span = conf.get("span") or run.get("partition_key")
+    if not span and run.get("data_interval_start"):
+        span = str(run["data_interval_start"])[:7].replace("-", "")
+    alert = Alert(DEADLINE_MISSED, pipeline, span, run.get("dag_run_id") or run.get("run_id") or "?",
+                  f"not finished {deadline_hours:g} h after it was queued ({run.get('queued_at')}); "
+                  f"state now: {run.get('state')}", run.get("dag_id") or "?")
+    delivered = await asyncio.to_thread(send, settings, alert, dict(context or {}))
+    return f"{'sent' if delivered else 'logged'}: {alert.subject}"

@@ -1,0 +1,128 @@
+"""Alerts through Airflow's notifiers, received by a real local SMTP server (aiosmtpd): each kind
+carries the span, the reason and the report link; a provider notifier gets the same text; a
+notifier that cannot deliver never raises."""
+
+import asyncio
+import logging
+import types
+
+import pytest
+from airflow.sdk import BaseNotifier
+
+from airflow_tfx import alerts
+from core import deployment
+from core import outcome as outcomes
+from tests import smtp_inbox
+
+
+@pytest.fixture
+def inbox(monkeypatch):
+    with smtp_inbox.serve() as (box, port):
+        monkeypatch.setenv("AIRFLOW_CONN_SMTP_ALERTS", smtp_inbox.connection(port))
+        monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080")
+        yield box
+
+
+SETTINGS = deployment.alert_settings({"to": ["ops@example.org"], "from_email": "retrain@example.org",
+                                      "smtp_conn_id": "smtp_alerts"}, env={})
+
+
+def _assert_alert(message, span, *needles):
+    assert message["to"] == ["ops@example.org"] and message["from"] == "retrain@example.org"
+    assert f"span {span}" in message["subject"]
+    assert "http://airflow.example:8080/retrain/reports/taxi/" in message["body"]
+    for needle in needles:
+        assert needle in message["body"], (needle, message["body"])
+
+
+def _context(task_id, exception, span="201304"):
+    ti = types.SimpleNamespace(task_id=task_id, dag_id="taxi_retraining", log=logging.getLogger("test"))
+    return {"ti": ti, "run_id": "manual__2013-05-01", "exception": exception, "params": {"span": span},
+            "dag_run": types.SimpleNamespace(partition_key=None, run_after=None)}
+
+
+def test_a_gate_stop_is_mailed_with_span_reason_and_report(inbox):
+    notifier = alerts.FailureNotifier(pipeline="taxi", settings=SETTINGS, gate_task="DataGate")
+    notifier.notify(_context("validate_data.DataGate", RuntimeError("the data gate stopped this span: trip_miles drift 0.41 > 0.2")))
+    [message] = inbox.messages
+    assert "the data gate stopped the span" in message["subject"]
+    _assert_alert(message, 201304, "trip_miles drift 0.41", "validate_data.DataGate", "manual__2013-05-01")
+
+
+def test_a_task_failure_after_its_retries_is_mailed(inbox):
+    notifier = alerts.FailureNotifier(pipeline="taxi", settings=SETTINGS, gate_task="DataGate")
+    notifier.notify(_context("train.Trainer", RuntimeError("TFX runtime command failed with exit code 1: OOM")))
+    [message] = inbox.messages
+    assert "a task failed" in message["subject"]
+    _assert_alert(message, 201304, "exit code 1: OOM", "train.Trainer")
+
+
+@pytest.mark.parametrize("name, why", [
+    (outcomes.NOT_BLESSED, "not blessed by the Evaluator"),
+    (outcomes.FAILED_SERVING_CHECK, "failed the serving check"),
+    (outcomes.REJECTED, "rejected by the reviewer"),
+])
+def test_a_refused_candidate_is_mailed(inbox, name, why):
+    reason = alerts.refusal({"outcome": name, "reason": "auc 0.61 below 0.70", "span": 201304})
+    assert reason == f"{why}: auc 0.61 below 0.70"
+    alert = alerts.Alert(alerts.REFUSED, "taxi", "201304", "run-1", reason, "taxi_retraining", "run_summary")
+    assert alerts.send(SETTINGS, alert, {})
+    [message] = inbox.messages
+    assert "the candidate model was refused" in message["subject"]
+    _assert_alert(message, 201304, why, "auc 0.61 below 0.70")
+
+
+def test_pushed_and_stopped_runs_are_not_refusals():
+    assert alerts.refusal({"outcome": outcomes.PUSHED}) is None
+    assert alerts.refusal({"outcome": outcomes.STOPPED_BY_DATA_GATE}) is None  # alerted by its task
+    assert alerts.refusal({}) is None
+
+
+def test_a_missed_deadline_is_mailed_from_the_triggerer_callback(inbox):
+    # The context Airflow's scheduler hands a deadline callback: the DAG run as JSON.
+    context = {"dag_run": {"dag_id": "taxi_retraining", "dag_run_id": "asset_triggered__201304", "state": "running",
+                           "queued_at": "2026-11-30T10:00:00+00:00", "partition_key": "201304", "conf": {}},
+               "deadline": {"id": "x", "deadline_time": "2026-11-30T22:00:00+00:00"}}
+    said = asyncio.run(alerts.deadline_missed(pipeline="taxi", settings=SETTINGS, deadline_hours=12, context=context))
+    assert said.startswith("sent:")
+    [message] = inbox.messages
+    assert "missed its deadline" in message["subject"]
+    _assert_alert(message, 201304, "not finished 12 h after it was queued", "state now: running")
+
+
+class RecordingNotifier(BaseNotifier):
+    """A provider-style notifier (as Slack's or apprise's): keeps what it was built with."""
+
+    sent = []
+
+    def __init__(self, *, channel, text):
+        super().__init__()
+        self.channel, self.text = channel, text
+
+    def notify(self, context):
+        RecordingNotifier.sent.append((self.channel, self.text))
+
+
+def test_any_notifier_class_gets_the_alert_text():
+    settings = deployment.alert_settings({
+        "notifier": f"{__name__}.RecordingNotifier",
+        "notifier_args": {"channel": "#ml-ops", "text": "{subject}\n{text}"}}, env={})
+    alert = alerts.Alert(alerts.GATE_STOP, "taxi", "201304", "run-1", "drift", "taxi_retraining", "DataGate")
+    assert alerts.send(settings, alert, {})
+    [(channel, text)] = RecordingNotifier.sent
+    assert channel == "#ml-ops" and text.startswith("[retrain] taxi span 201304") and "Reason: drift" in text
+
+
+def test_nobody_configured_means_the_task_log_only(caplog):
+    alert = alerts.Alert(alerts.TASK_FAILURE, "taxi", "201304", "run-1", "boom", "taxi_retraining", "Trainer")
+    with caplog.at_level(logging.INFO):
+        assert not alerts.send(deployment.alert_settings({}, env={}), alert, {})
+    assert "ALERT [retrain] taxi span 201304" in caplog.text and "no recipient configured" in caplog.text
+
+
+def test_an_unreachable_smtp_server_is_logged_not_raised(monkeypatch, caplog):
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_ALERTS", smtp_inbox.connection(smtp_inbox.free_port()))
+    alert = alerts.Alert(alerts.TASK_FAILURE, "taxi", "201304", "run-1", "boom", "taxi_retraining", "Trainer")
+    with caplog.at_level(logging.INFO):
+        assert not alerts.send(SETTINGS, alert, {})
+    assert "alert not delivered through smtp" in caplog.text

@@ -1,0 +1,173 @@
+"""`make airflow`'s standalone Airflow, as a new user meets it: runs start when data arrives.
+
+One standalone Airflow (the same script, its own port, home, work dir and data folder),
+alerts by SMTP to a real local server:
+- enabling the DAGs and checking for data announces the newest span (201303) on the
+  `taxi_spans` asset; the scheduler starts one retraining run for it, which runs every
+  task and pushes; the run outlives a deadline set short, and the deadline alert comes;
+- checking again with nothing new announces nothing and starts no run;
+- an external system announcing a span through the REST API starts its run;
+- the grid and the Assets view render in headless Chromium; `stop` ends all of it.
+
+Task links and the governance report plugin are checked on the cluster (test_cluster.py).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+
+from airflow_tfx.template import REPO
+from core import layout, warm
+from tests import smtp_inbox
+from tests.dags import ui
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+SCRIPT = os.path.join(REPO, "scripts", "airflow.sh")
+TAXI_DATA = os.path.join(REPO, "data", "taxi")
+TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+RETRAIN, ARRIVALS = "taxi_retraining", "taxi_span_arrivals"
+
+
+def _runs(base: str, dag_id: str) -> list[dict]:
+    return ui.api(base, "GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=id")["dag_runs"]
+
+
+def _wait_run(base: str, dag_id: str, where, timeout_s: float, states=("success", "failed")) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [r for r in _runs(base, dag_id) if where(r) and r["state"] in states]
+        if found:
+            return found[-1]
+        assert time.monotonic() < deadline, f"no {dag_id} run in {states}: {_runs(base, dag_id)}"
+        time.sleep(3)
+
+
+def _tasks(base: str, dag_id: str, run_id: str) -> dict[str, str]:
+    tis = ui.api(base, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances")
+    return {t["task_id"]: t["state"] for t in tis["task_instances"]}
+
+
+def _check_for_data(base: str) -> dict:
+    """Triggers the arrivals DAG now (its cron would) and waits for that run to end."""
+    run_id = ui.api(base, "POST", f"/api/v2/dags/{ARRIVALS}/dagRuns", {"logical_date": None})["dag_run_id"]
+    return _wait_run(base, ARRIVALS, lambda r: r["dag_run_id"] == run_id, 120)
+
+
+def _span_events(base: str) -> list[dict]:
+    [asset] = ui.api(base, "GET", "/api/v2/assets?name_pattern=taxi_spans")["assets"]
+    return ui.api(base, "GET", f"/api/v2/assets/events?asset_id={asset['id']}&order_by=timestamp")["asset_events"]
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    root = tmp_path_factory.mktemp("standalone")
+    data = root / "data"
+    # Two 2013 months (~170-200 trips each): the window's eval split (~85 trips) is above
+    # the Evaluator's minimum (50), under which a candidate is not judged. Copies keep the
+    # files' times, so both spans have long settled.
+    for span in (201302, 201303):
+        shutil.copytree(os.path.join(TAXI_DATA, f"span-{span}"), data / f"span-{span}")
+    port = ui.free_port()
+    with smtp_inbox.serve() as (inbox, smtp_port):
+        env = {**os.environ, **ui.ALL_ADMINS, "AIRFLOW_HOME": str(root / "airflow"), "AIRFLOW_PORT": str(port),
+               "RETRAIN_WORKDIR": str(root / "work"), "RETRAIN_DATA_ROOT_TAXI": str(data),
+               "RETRAIN_ALERTS_TO": "ops@example.org", "AIRFLOW_CONN_SMTP_DEFAULT": smtp_inbox.connection(smtp_port),
+               # A deadline the run is sure to miss (36 s after it was queued): the alert must come.
+               "RETRAIN_RUN_DEADLINE_HOURS": "0.01"}
+        started = subprocess.run([SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=300)
+        try:
+            assert started.returncode == 0, started.stdout + started.stderr[-3000:]
+            yield {"base": f"http://127.0.0.1:{port}", "env": env, "root": root, "data": data, "inbox": inbox,
+                   "port": port, "started": started.stdout}
+        finally:
+            subprocess.run([SCRIPT, "stop"], env=env, check=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def first_run(standalone):
+    base = standalone["base"]
+    for dag_id in (RETRAIN, ARRIVALS):
+        ui.wait_for_dag(base, dag_id)
+        ui.api(base, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    # Enabling the arrivals DAG runs its latest cron tick at once (catchup=False): that run
+    # looks for data. (Triggered by hand if the scheduler has not started one.)
+    deadline = time.monotonic() + 30
+    while not _runs(base, ARRIVALS) and time.monotonic() < deadline:
+        time.sleep(2)
+    if not _runs(base, ARRIVALS):
+        ui.api(base, "POST", f"/api/v2/dags/{ARRIVALS}/dagRuns", {"logical_date": None})
+    checked = _wait_run(base, ARRIVALS, lambda r: True, 120)
+    return checked, _wait_run(base, RETRAIN, lambda r: r["partition_key"] == "201303", 1500)
+
+
+def test_the_newest_span_arrives_and_its_run_pushes(standalone, first_run):
+    base, env = standalone["base"], standalone["env"]
+    checked, run = first_run
+    assert checked["state"] == "success" and _tasks(base, ARRIVALS, checked["dag_run_id"]) == {
+        "announce_new_spans": "success"}
+    # A new deployment announces the newest span only (like catchup=False), one event per span.
+    [event] = _span_events(base)
+    assert event["partition_key"] == "201303" and event["source_dag_id"] == ARRIVALS
+    assert event["extra"]["spans"]["201303"]["files"] == 1
+    assert run["run_type"] == "asset_triggered" and run["state"] == "success"
+    tasks = _tasks(base, RETRAIN, run["dag_run_id"])
+    assert len(tasks) == 16 and set(tasks.values()) == {"success"}, tasks  # prepare, 13 nodes, report, summary
+    out = subprocess.run([TFX_PYTHON, "-m", "retrain.cli", "summary", "--workdir", env["RETRAIN_WORKDIR"],
+                          "--pipeline", "taxi", "--run-id", run["dag_run_id"], "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    summary = json.loads(out)
+    assert summary["span"] == 201303 and summary["outcome"] == "pushed"
+    assert summary["window_spans"] == [201302, 201303]
+    serving = os.path.join(env["RETRAIN_WORKDIR"], "serving", "taxi")
+    assert sorted(v for v in os.listdir(serving) if v.isdigit()) == [str(summary["pushed"]["version"])]
+    report = layout.report_dir(layout.pipeline_root(env["RETRAIN_WORKDIR"], "taxi"), run["dag_run_id"])
+    assert os.path.exists(os.path.join(report, layout.REPORT_HTML))
+
+
+def test_a_run_past_its_deadline_alerts_the_operators(standalone, first_run):
+    mail = standalone["inbox"].wait_for("missed its deadline", timeout_s=120)
+    assert "span 201303" in mail["subject"] and mail["to"] == ["ops@example.org"]
+    assert "not finished 0.01 h after it was queued" in mail["body"] and "/retrain/reports/taxi/" in mail["body"]
+
+
+def test_no_new_data_announces_nothing_and_starts_no_run(standalone, first_run):
+    base = standalone["base"]
+    checked = _check_for_data(base)
+    assert checked["state"] == "success"  # not red: skipped means "nothing new"
+    assert _tasks(base, ARRIVALS, checked["dag_run_id"]) == {"announce_new_spans": "skipped"}
+    time.sleep(10)  # what a new event would have started by now
+    assert len(_span_events(base)) == 1 and len(_runs(base, RETRAIN)) == 1
+
+
+def test_a_span_announced_through_the_rest_api_starts_its_run(standalone, first_run):
+    base = standalone["base"]
+    shutil.copytree(os.path.join(TAXI_DATA, "span-201304"), standalone["data"] / "span-201304")
+    [asset] = ui.api(base, "GET", "/api/v2/assets?name_pattern=taxi_spans")["assets"]
+    # What an external producer (the system that lands the data) sends when a span is complete.
+    ui.api(base, "POST", "/api/v2/assets/events",
+           {"asset_id": asset["id"], "partition_key": "201304", "extra": {"producer": "test"}})
+    run = _wait_run(base, RETRAIN, lambda r: r["partition_key"] == "201304", 120,
+                    states=("queued", "running", "success", "failed"))
+    assert run["run_type"] == "asset_triggered"
+
+
+def test_the_grid_and_the_assets_view_render(standalone, first_run):
+    profile = str(standalone["root"] / "chromium")
+    ui.screenshot(f"{standalone['base']}/dags/{RETRAIN}", "airflow-taxi-dag.png", profile)
+    ui.screenshot(f"{standalone['base']}/assets", "airflow-taxi-assets.png", profile)
+
+
+def test_stop_ends_airflow_and_the_warm_runtime(standalone, first_run):
+    sock = str(standalone["root"] / "airflow" / "tfx-runtime.sock")
+    assert f"warm TFX runtime: {sock}" in standalone["started"]
+    assert warm.ping(sock) is not None  # the tasks' warm runtime answers while Airflow runs
+    subprocess.run([SCRIPT, "stop"], env=standalone["env"], check=True, timeout=120)
+    with socket.socket() as s:  # `stop` really stops it: the port is free again
+        assert s.connect_ex(("127.0.0.1", standalone["port"])) != 0
+    assert warm.ping(sock) is None and not os.path.exists(sock)  # the warm runtime stopped with it
