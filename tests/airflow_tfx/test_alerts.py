@@ -4,6 +4,8 @@ notifier that cannot deliver never raises."""
 
 import asyncio
 import logging
+import os
+import sys
 import types
 
 import pytest
@@ -126,3 +128,33 @@ def test_an_unreachable_smtp_server_is_logged_not_raised(monkeypatch, caplog):
     with caplog.at_level(logging.INFO):
         assert not alerts.send(SETTINGS, alert, {})
     assert "alert not delivered through smtp" in caplog.text
+
+
+def _summary_task(outcome_name):
+    from airflow_tfx.operators import RunSummaryOperator
+
+    fake = os.path.join(os.path.dirname(__file__), "fake_summary.py")
+    return RunSummaryOperator(task_id="run_summary", arguments=["summary"], pipeline="taxi", span="201304",
+                              alert_settings=SETTINGS, entrypoint=[sys.executable, fake, outcome_name])
+
+
+def _context_for_summary():
+    ti = types.SimpleNamespace(task_id="run_summary", dag_id="taxi_retraining", run_id="r1")
+    return {"ti": ti}
+
+
+def test_run_summary_mails_a_refused_candidate_and_stays_green(inbox):
+    out = _summary_task(outcomes.NOT_BLESSED).execute(_context_for_summary())
+    assert out["outcome"] == outcomes.NOT_BLESSED  # the run finished: the task succeeds
+    [message] = inbox.messages
+    assert "the candidate model was refused" in message["subject"]
+    _assert_alert(message, 201304, "not blessed by the Evaluator: auc 0.61 below 0.70", "run_summary")
+
+
+def test_run_summary_sends_nothing_for_a_push_and_repeats_no_stop(inbox):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    assert _summary_task(outcomes.PUSHED).execute(_context_for_summary())["outcome"] == outcomes.PUSHED
+    with pytest.raises(AirflowFailException, match="data gate"):  # fails the DAG run, as before
+        _summary_task(outcomes.STOPPED_BY_DATA_GATE).execute(_context_for_summary())
+    assert inbox.messages == []  # the DataGate task alerted for the stop
