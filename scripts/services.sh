@@ -44,7 +44,16 @@ fernet_key() {  # DATABASE: the key Airflow encrypts that database's connections
   cat "$f"
 }
 
-running() { [ -f "$ROOT/$1.pgid" ] && kill -0 -- "-$(cat "$ROOT/$1.pgid")" 2>/dev/null; }
+# The process that leads each server's group (what `launch` execs). A recorded group id can
+# belong to another process by now (pids are reused after a reboot or a restored machine):
+# a group is ours only if its leader is still the server, so `status` does not report a
+# dead server as running and `stop` never signals someone else's processes.
+declare -A LEADER=([mariadb]="mariadbd" [postgres]="runuser" [redis]="redis-server")
+running() {
+  [ -f "$ROOT/$1.pgid" ] || return 1
+  local pgid; pgid="$(cat "$ROOT/$1.pgid")"
+  kill -0 -- "-$pgid" 2>/dev/null && [ "$(cat "/proc/$pgid/comm" 2>/dev/null)" = "${LEADER[$1]}" ]
+}
 
 port_free() {  # NAME PORT: refuse a port something else (another checkout's servers?) holds
   if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
