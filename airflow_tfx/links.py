@@ -17,6 +17,11 @@ REPORTS_PREFIX = "/retrain/reports"
 BASE_URL_ENV = "AIRFLOW__API__BASE_URL"
 
 
+def dag_id(pipeline: str) -> str:
+    """The pipeline's retraining DAG (dags/<pipeline>_retraining.py); reports belong to its runs."""
+    return f"{pipeline}_retraining"
+
+
 def report_url(pipeline: str, run_id: str) -> str:
     base = os.environ.get(BASE_URL_ENV, "").rstrip("/")
     return f"{base}{REPORTS_PREFIX}/{pipeline}/{layout.safe_id(run_id)}/{layout.REPORT_HTML}"

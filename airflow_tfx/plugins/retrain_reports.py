@@ -1,7 +1,10 @@
 """Airflow plugin: serves governance reports at /retrain/reports/<pipeline>/<run>/report.html
 and the model index at /retrain/reports/<pipeline>/index.html, from RETRAIN_WORKDIR.
 
-Only files under each pipeline's `governance/` folder are served (no other artifacts).
+Only to users Airflow's auth manager lets read the pipeline's DAG runs: the UI's login
+(its session cookie) or an API token (`Authorization: Bearer`), as for Airflow's own
+API; anyone else gets 401 (no credentials) or 403 (not allowed). Only files under each
+pipeline's `governance/` folder are served (no other artifacts).
 Set AIRFLOW__CORE__PLUGINS_FOLDER to this folder (scripts/airflow.sh does).
 """
 
@@ -9,10 +12,12 @@ from __future__ import annotations
 
 import os
 
+from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
+from airflow_tfx import links
 from airflow_tfx.dag_factory import WORKDIR_ENV
 from airflow_tfx.template import REPO
 
@@ -24,7 +29,22 @@ def _governance_root(pipeline: str) -> str:
     return os.path.realpath(os.path.join(workdir, "pipeline_root", pipeline, "governance"))
 
 
-@app.get("/reports/{pipeline}/{path:path}")
+def may_read_reports(pipeline: str, user: GetUserDep) -> None:
+    """Raises 403 unless the user may read the runs of the pipeline's DAG (401 comes first
+    from GetUserDep when the request carries no valid token)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+
+    dag_id = links.dag_id(pipeline)
+    if not get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
+                                                details=DagDetails(id=dag_id), user=user):
+        raise HTTPException(status_code=403, detail=f"not allowed to read the runs of {dag_id}")
+
+
+@app.get("/reports/{pipeline}/{path:path}", dependencies=[Depends(may_read_reports)])
 def report_file(pipeline: str, path: str) -> FileResponse:
     root = _governance_root(pipeline)
     target = os.path.realpath(os.path.join(root, path))

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from airflow_tfx import alerts
+from airflow_tfx import alerts, links
 from airflow_tfx import template as template_lib
 from airflow_tfx.dag_factory import build_arrivals_dag, build_dag
 
@@ -47,6 +47,8 @@ def parsed():
 def test_no_import_errors(parsed):
     assert parsed["errors"] == {}
     assert parsed["dag_ids"] == sorted(set(DAG_IDS) | ARRIVAL_DAG_IDS)
+    # The report plugin authorizes a pipeline's reports against this DAG id.
+    assert {links.dag_id(p) for p in DAG_IDS.values()} == set(DAG_IDS)
     for dag_id in ARRIVAL_DAG_IDS:
         assert parsed["downstream"][dag_id] == {"announce_new_spans": []}
 
