@@ -85,11 +85,17 @@ def setup(settings: TrainerSettings) -> Session:
     """
     if settings.gpu_memory_growth:
         hardware.enable_gpu_memory_growth()
+    if settings.deterministic:
+        # Same data and seed, same model: deterministic kernels (TF's op determinism), the
+        # input order fixed (dataset.py), and no choice taken from a timing (the bf16 probe
+        # measures a speed, which load on the machine changes).
+        tf.config.experimental.enable_op_determinism()
     hw = hardware.detect()
     strategy_choice = strategy_lib.choose_strategy(settings.strategy, hw)
     strategy = strategy_lib.create_strategy(strategy_choice)
     precision_choice = precision.choose_precision(
-        settings.precision, hw, probe_bf16_speedup=precision.probe_cpu_bf16_speedup
+        settings.precision, hw,
+        probe_bf16_speedup=None if settings.deterministic else precision.probe_cpu_bf16_speedup,
     )
     logger.info(
         "trainer: strategy %s (%s) on %s, %d replica(s); precision %s (%s)",

@@ -168,3 +168,30 @@ def test_input_pipeline_batches_parses_and_keeps_order_when_asked(data):
     assert not dataset.cache_used(files, dataset.InputOptions(global_batch_size=32, cache_max_bytes=1000))
     with pytest.raises(FileNotFoundError, match="no training input files match"):
         dataset.list_files(["/nonexistent/Split-train/*"])
+
+
+_DETERMINISTIC_SETUP = r"""
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import config as tf_config  # is_op_determinism_enabled: not public in 2.16
+from components.trainer import precision, training
+from components.trainer.settings import TrainerSettings
+
+probed = []
+precision.probe_cpu_bf16_speedup = lambda *a, **k: probed.append(1) or 2.0
+session = training.setup(TrainerSettings(deterministic=sys.argv[1] == "1"))
+print(json.dumps({"op_determinism": tf_config.is_op_determinism_enabled(), "probed": bool(probed),
+                  "policy": session.precision_choice.policy}))
+"""
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_deterministic_training_takes_no_choice_from_a_timing(deterministic):
+    """`trainer.deterministic`: TF's op determinism on, and no precision from the bf16 speed
+    probe (a timing, which load changes). In a child process: op determinism is global."""
+    out = subprocess.run([sys.executable, "-c", _DETERMINISTIC_SETUP, "1" if deterministic else "0"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["op_determinism"] is deterministic
+    if deterministic:
+        assert not got["probed"]
