@@ -7,7 +7,6 @@ import time
 from concurrent import futures
 
 import grpc
-import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import (
     classification_pb2,
@@ -17,7 +16,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from serving import api
+from serving import api, tensors
 from serving.errors import ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
@@ -84,7 +83,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
             for key, value in outputs.items():
-                response.outputs[key].CopyFrom(tf.make_tensor_proto(np.asarray(value)))
+                response.outputs[key].CopyFrom(tensors.as_proto_field(value))
             return response
 
         return self._call("predict", request.model_spec.name, context, run)

@@ -32,10 +32,12 @@ DEFAULT_SIGNATURE = "serving_default"
 
 
 def _signature_defs(path: str) -> dict:
+    """Every SignatureDef of the MetaGraph, `__saved_model_init_op` included: TF Serving's
+    GetModelMetadata lists them all (servables/tensorflow/get_model_metadata_impl.cc)."""
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
         proto.ParseFromString(f.read())
-    return {k: v for k, v in proto.meta_graphs[0].signature_def.items() if not k.startswith("__")}
+    return dict(proto.meta_graphs[0].signature_def.items())
 
 
 @dataclasses.dataclass
@@ -52,7 +54,8 @@ class Servable:
         self.name, self.version, self.path = name, version, path
         self.signature_defs = _signature_defs(path)
         self._loaded = tf.saved_model.load(path)
-        self._functions = {k: self._loaded.signatures[k] for k in self.signature_defs}
+        # What requests can call: the serving signatures, not the internal `__...` ones.
+        self._functions = {k: self._loaded.signatures[k] for k in self.signature_defs if not k.startswith("__")}
         self._batchers: dict[str, Batcher] = {}
         self._batch, self._metrics = batch, metrics
         self._lock = threading.Lock()
@@ -270,7 +273,8 @@ class ModelManager:
         if label is not None:
             labels = self.labels(name)
             if label not in labels:
-                raise NotFound(f"Unrecognized servable version label: {label}")
+                # InvalidArgument, as TF Serving's ServerCore::GetModelVersionForLabel says it.
+                raise InvalidArgument(f"Unrecognized servable version label: {label}")
             return labels[label]
         return version
 

@@ -8,25 +8,75 @@ import json
 import logging
 import re
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from google.protobuf import json_format
+from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import api, tensors
-from serving.errors import InvalidArgument, NotFound, ResourceExhausted, ServingError
+from serving.errors import InvalidArgument, ResourceExhausted, ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
-# /v1/models/<name>[/versions/<v>|/labels/<l>][/metadata | :predict|:classify|:regress]
-_PATH = re.compile(
-    r"^/v1/models/(?P<name>[^/:]+)"
-    r"(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
-    r"(?:(?P<metadata>/metadata)|:(?P<verb>predict|classify|regress))?$"
-)
+# TF Serving's routing, from its source (tensorflow/serving):
+# - model_servers/http_server.cc: a path matching kHTTPRestApiHandlerPathRegex goes to the
+#   REST handler, whatever the method; any other path gets the HTTP server's own 404 page
+#   (libevent's evhttp_send_error). OPTIONS is a CORS preflight: 200 with an http(s)://
+#   Origin header, else 400 "Origin header is missing in CORS preflight" (no body).
+# - model_servers/http_rest_api_util.{h,cc}: POST paths must match kPredictionApiGegex [sic],
+#   GET paths kModelStatusApiRegex (case-insensitive, whole path); the model name and label
+#   are URL-decoded.
+# - model_servers/http_rest_api_handler.cc ProcessRequest: anything else is
+#   InvalidArgument "Malformed request: <METHOD> <path>"; a status or metadata request
+#   without a model name is "Missing model name in request.".
+_DISPATCH = re.compile(r"(?i)/v1/.*")
+_PREDICTION = re.compile(
+    r"(?i)/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)")
+_MODEL_STATUS = re.compile(
+    r"(?i)/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:\/(metadata))?")
+_VERBS = ("classify", "regress", "predict")
+# libevent's page for a path no handler takes (evhttp_send_error with no reason).
+_NOT_FOUND_PAGE = (b"<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n"
+                   b"</BODY></HTML>\n")
 DEFAULT_MAX_BODY_BYTES = 16 << 20
+
+
+def _parse(method: str, path: str) -> tuple[str, int | None, str | None, str | None, bool]:
+    """(model, version, label, verb, metadata) of a /v1/ path, as TF Serving's ParseModelInfo
+    and ProcessRequest read it.
+
+    Raises:
+      InvalidArgument: "Malformed request: ..." for a method or path the API does not have.
+    """
+    malformed = InvalidArgument(f"Malformed request: {method} {path}")
+    if method == "POST":
+        m = _PREDICTION.fullmatch(path)
+        # The pattern ignores case; the verb is compared as written (so `:PREDICT` is malformed).
+        if not m or m.group(4) not in _VERBS:
+            raise malformed
+        verb, metadata = m.group(4), False
+    elif method == "GET":
+        m = _MODEL_STATUS.fullmatch(path)
+        if not m:
+            raise malformed
+        verb, metadata = None, m.group(4) == "metadata"
+    else:
+        raise malformed
+    name = urllib.parse.unquote(m.group(1) or "")
+    label = urllib.parse.unquote(m.group(3)) if m.group(3) else None
+    return name, int(m.group(2)) if m.group(2) else None, label, verb, metadata
+
+
+def _metadata_json(response) -> dict:
+    """GetModelMetadataResponse as TF Serving's REST API prints it: the SignatureDefMap
+    unpacked from its Any, so no "@type" key (model_servers/http_rest_api_util.cc ToJsonString)."""
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    response.metadata["signature_def"].Unpack(signature_map)
+    return {"model_spec": _proto_json(response.model_spec), "metadata": {"signature_def": _proto_json(signature_map)}}
 
 
 def _proto_json(message) -> dict:
@@ -53,12 +103,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # one line per request at debug level, not stderr
         logger.debug("rest %s " + fmt, self.address_string(), *args)
 
-    def _send(self, status: int, body: bytes, content_type="application/json") -> None:
+    def _send(self, status: int, body: bytes, content_type: str | None = "application/json") -> None:
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
+        if content_type:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value, allow_nan=True).encode("utf-8"))
@@ -66,31 +118,61 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path in ("/metrics", "/monitoring/prometheus/metrics"):
             return self._send(200, self.server.metrics.render(), "text/plain; version=0.0.4")
-        self._handle("GET")
+        self._dispatch("GET")
 
     def do_POST(self):
-        self._handle("POST")
+        self._dispatch("POST")
 
-    def _handle(self, method: str) -> None:
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def do_PATCH(self):
+        self._dispatch("PATCH")
+
+    def do_HEAD(self):
+        self._dispatch("HEAD")
+
+    def do_OPTIONS(self):
+        self._dispatch("OPTIONS")
+
+    def _dispatch(self, method: str) -> None:
+        path = self.path.split("?", 1)[0]
+        if not _DISPATCH.fullmatch(path):
+            self._read_body_or_none()
+            return self._send(404, _NOT_FOUND_PAGE, "text/html")
+        if method == "OPTIONS":
+            self._read_body_or_none()
+            ok = bool(re.match(r"https?://", self.headers.get("Origin") or ""))
+            return self._send(200 if ok else 400, b"", None)
+        self._handle(method, path)
+
+    def _read_body_or_none(self) -> None:
+        """Consumes a body no handler reads, so a kept-alive connection stays in sync (one
+        over the size limit is left unread, and the connection closes after the reply)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > self.server.max_body_bytes:
+            self.close_connection = True
+        else:
+            self.rfile.read(length)
+
+    def _handle(self, method: str, path: str) -> None:
         start = time.perf_counter()
-        match = _PATH.match(self.path.split("?", 1)[0])
         api_name = "unknown"
-        model = match.group("name") if match else ""
+        model = ""
         try:
-            body = self._read_body() if method == "POST" else b""
-            if not match:
-                raise NotFound(f"Malformed request: {method} {self.path}")
-            version = int(match.group("version")) if match.group("version") else None
-            label = match.group("label")
-            verb = match.group("verb")
-            if method == "GET" and verb is None:
-                api_name = "metadata" if match.group("metadata") else "status"
-                result = self._get(model, version, label, bool(match.group("metadata")))
-            elif method == "POST" and verb:
+            body = self._read_body()
+            model, version, label, verb, metadata = _parse(method, path)
+            if verb is not None:
                 api_name = verb
                 result = self._post(model, version, label, verb, body)
             else:
-                raise NotFound(f"Malformed request: {method} {self.path}")
+                api_name = "metadata" if metadata else "status"
+                if not model:
+                    raise InvalidArgument("Missing model name in request.")
+                result = self._get(model, version, label, metadata)
             self._json(200, result)
             code = "OK"
         except ServingError as e:
@@ -115,7 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _get(self, model, version, label, metadata: bool) -> dict:
         manager = self.server.manager
         if metadata:
-            return _proto_json(api.model_metadata(manager.get(model, version, label)))
+            return _metadata_json(api.model_metadata(manager.get(model, version, label)))
         return _proto_json(api.model_status(manager, model, version, label))
 
     def _post(self, model, version, label, verb: str, body: bytes) -> dict:

@@ -16,6 +16,41 @@ import tensorflow as tf
 
 from serving.errors import InvalidArgument
 
+# TensorProto's typed value field per numpy dtype, as tensorflow::Tensor::AsProtoField fills
+# them: TF Serving's Predict answers this way by default (servables/tensorflow/predict_util.cc,
+# kAsProtoField); many clients read `float_val` directly, not `tensor_content`.
+_PROTO_FIELDS = {
+    np.dtype(np.float32): "float_val", np.dtype(np.float64): "double_val",
+    np.dtype(np.int32): "int_val", np.dtype(np.int16): "int_val", np.dtype(np.int8): "int_val",
+    np.dtype(np.uint8): "int_val", np.dtype(np.uint16): "int_val",
+    np.dtype(np.int64): "int64_val", np.dtype(np.uint32): "uint32_val", np.dtype(np.uint64): "uint64_val",
+    np.dtype(np.bool_): "bool_val",
+}
+
+
+def as_proto_field(value: Any) -> Any:
+    """A TensorProto with the values in its typed field (`float_val`, `int64_val`,
+    `string_val`...), not in `tensor_content`: what TF Serving's Predict returns.
+
+    Raises:
+      InvalidArgument: a dtype the API cannot carry.
+    """
+    array = np.asarray(value)
+    if array.dtype.kind in "OSU":
+        proto = tf.make_tensor_proto(np.array([], dtype=object), dtype=tf.string, shape=array.shape)
+        proto.string_val.extend(v if isinstance(v, bytes) else str(v).encode("utf-8") for v in array.ravel())
+        return proto
+    if array.dtype == np.float16:
+        proto = tf.make_tensor_proto(np.array([], np.float16), shape=array.shape)
+        proto.half_val.extend(int(v) for v in array.ravel().view(np.uint16))
+        return proto
+    field = _PROTO_FIELDS.get(array.dtype)
+    if field is None:
+        raise InvalidArgument(f"cannot return a tensor of dtype {array.dtype}")
+    proto = tf.make_tensor_proto(np.array([], array.dtype), shape=array.shape)
+    getattr(proto, field).extend(array.ravel().tolist())
+    return proto
+
 
 def _decode_b64(value: Any) -> Any:
     if isinstance(value, dict):
@@ -134,17 +169,56 @@ def to_columnar_format(outputs: dict[str, np.ndarray]) -> Any:
     return {n: _json_value(n, a) for n, a in sorted(outputs.items())}
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_UINT64_MAX = (1 << 64) - 1
+_FEATURE_KINDS = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}
+
+
+def _feature_value(name: str, value: Any) -> tuple[str, Any]:
+    """(kind, value) of one JSON value of a feature, as TF Serving's AddValueToFeature reads it
+    (util/json_tensor.cc): booleans are int64 1/0, numbers written with a fraction or an
+    exponent are floats, integers int64 (one beyond int64 that fits uint64 is refused; larger
+    ones are read as floats, as rapidjson parses them), strings and {"b64": ...} are bytes.
+
+    Raises:
+      InvalidArgument: null, a nested array or an object that is not {"b64": ...}.
+    """
+    if isinstance(value, bool):
+        return "int64", int(value)
+    if isinstance(value, str):
+        return "bytes", value.encode("utf-8")
+    if isinstance(value, float):
+        return "float", value
+    if isinstance(value, int):
+        if _INT64[0] <= value <= _INT64[1]:
+            return "int64", value
+        if 0 < value <= _UINT64_MAX:
+            raise InvalidArgument(f"Feature: {name} has uint64_t element. Only int64_t is supported.")
+        return "float", float(value)
+    if isinstance(value, dict) and set(value) == {"b64"}:
+        return "bytes", _decode_b64(value)
+    json_type = "Null" if value is None else "Array" if isinstance(value, list) else "Object"
+    raise InvalidArgument(f"Feature: {name} has element with unexpected JSON type: {json_type}")
+
+
 def _feature(name: str, value: Any) -> tf.train.Feature:
-    values = value if isinstance(value, list) else [value]
-    values = [_decode_b64(v) for v in values]
-    if all(isinstance(v, (str, bytes)) for v in values):
-        return tf.train.Feature(bytes_list=tf.train.BytesList(
-            value=[v.encode("utf-8") if isinstance(v, str) else v for v in values]))
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-    raise InvalidArgument(f"feature '{name}': values must be all numbers or all strings, got {value!r}")
+    """One tf.Example feature from JSON: the first value decides the list's kind and every
+    other value must be of it (TF Serving's IsFeatureOfKind); an empty list is an empty feature.
+
+    Raises:
+      InvalidArgument: "Unexpected element type in feature: <name> expecting type: <kind>".
+    """
+    kind, values = None, []
+    for item in value if isinstance(value, list) else [value]:
+        item_kind, item = _feature_value(name, item)
+        if kind is not None and item_kind != kind:
+            raise InvalidArgument(f"Unexpected element type in feature: {name} expecting type: {kind}")
+        kind = item_kind
+        values.append(item)
+    if kind is None:
+        return tf.train.Feature()
+    lists = {"bytes": tf.train.BytesList, "float": tf.train.FloatList, "int64": tf.train.Int64List}
+    return tf.train.Feature(**{_FEATURE_KINDS[kind]: lists[kind](value=values)})
 
 
 def examples_from_json(examples: Any, context: Any = None) -> list[bytes]:

@@ -89,8 +89,11 @@ def test_metadata_has_the_signature_defs(server):
     status, body = call(server[0], f"/v1/models/{MODEL}/metadata")
     assert status == 200
     assert body["model_spec"]["name"] == MODEL and body["model_spec"]["version"] == "2"
+    # The SignatureDefMap unpacked, without the Any's "@type" (http_rest_api_util.cc ToJsonString).
+    assert set(body) == {"model_spec", "metadata"} and set(body["metadata"]["signature_def"]) == {"signature_def"}
     sigs = body["metadata"]["signature_def"]["signature_def"]
-    assert set(sigs) >= {"serving_default", "multi", "classification", "regression"}
+    # Every SignatureDef, the init op included (get_model_metadata_impl.cc copies them all).
+    assert set(sigs) == {"serving_default", "multi", "classification", "regression", "__saved_model_init_op"}
     assert sigs["classification"]["method_name"] == "tensorflow/serving/classify"
     assert sigs["multi"]["inputs"]["a"]["dtype"] == "DT_FLOAT"
 
@@ -156,12 +159,77 @@ def test_regress_with_context(server, reference):
     (f"/v1/models/{MODEL}:predict", None, b'{"instances": [' + b'1.0,' * 30000 + b'1.0]}', 413, "exceeds"),
     ("/v1/models/nope:predict", {"instances": [1]}, None, 404, "nope"),
     (f"/v1/models/{MODEL}/versions/99:predict", {"instances": [b64(1.0)]}, None, 404, "99"),
-    (f"/v1/models/{MODEL}/labels/canary", None, None, 404, "canary"),
+    # util/json_tensor.cc AddValueToFeature: integers beyond int64 (was a 500), mixed kinds.
+    (f"/v1/models/{MODEL}:regress", {"examples": [{"x": 1 << 63}]}, None, 400,
+     "Feature: x has uint64_t element. Only int64_t is supported."),
+    (f"/v1/models/{MODEL}:regress", {"examples": [{"x": [1, 2.5]}]}, None, 400,
+     "Unexpected element type in feature: x expecting type: int64"),
+    # server_core.cc GetModelVersionForLabel: InvalidArgument, so 400.
+    (f"/v1/models/{MODEL}/labels/canary", None, None, 400, "Unrecognized servable version label: canary"),
 ])
 def test_bad_requests_get_tf_serving_errors(server, path, body, raw, code, message):
     status, out = call(server[0], path, body, raw)
     assert status == code and set(out) == {"error"} and message in out["error"]
     assert call(server[0], f"/v1/models/{MODEL}")[0] == 200  # still serving
+
+
+# --- URLs and methods, as TF Serving routes them ----------------------------------------------
+# model_servers/http_server.cc (dispatch on (?i)/v1/.*, OPTIONS as CORS preflight, libevent's
+# 404 for other paths), http_rest_api_util.cc (kPredictionApiGegex for POST,
+# kModelStatusApiRegex for GET), http_rest_api_handler.cc ProcessRequest ("Malformed
+# request: <METHOD> <path>", "Missing model name in request.").
+
+def request(url, method, path, body=None, headers=None):
+    req = urllib.request.Request(url + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers.get("Content-Type"), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type"), e.read()
+
+
+@pytest.mark.parametrize("method, path, message", [
+    ("GET", f"/v1/models/{MODEL}:predict", f"Malformed request: GET /v1/models/{MODEL}:predict"),
+    ("POST", f"/v1/models/{MODEL}", f"Malformed request: POST /v1/models/{MODEL}"),
+    ("POST", f"/v1/models/{MODEL}:explain", f"Malformed request: POST /v1/models/{MODEL}:explain"),
+    ("POST", f"/v1/models/{MODEL}:PREDICT", f"Malformed request: POST /v1/models/{MODEL}:PREDICT"),
+    ("POST", f"/v1/models/{MODEL}/metadata", f"Malformed request: POST /v1/models/{MODEL}/metadata"),
+    ("PUT", f"/v1/models/{MODEL}:predict", f"Malformed request: PUT /v1/models/{MODEL}:predict"),
+    ("DELETE", f"/v1/models/{MODEL}", f"Malformed request: DELETE /v1/models/{MODEL}"),
+    ("PATCH", f"/v1/models/{MODEL}", f"Malformed request: PATCH /v1/models/{MODEL}"),
+    ("GET", f"/v1/models/{MODEL}/versions/x", f"Malformed request: GET /v1/models/{MODEL}/versions/x"),
+    ("GET", "/v1/predict", "Malformed request: GET /v1/predict"),
+    ("GET", "/v1/models", "Missing model name in request."),
+    ("GET", "/v1/models/versions/2", "Missing model name in request."),
+])
+def test_malformed_urls_and_methods_are_400_with_tf_servings_text(server, method, path, message):
+    body = b"{}" if method in ("POST", "PUT", "PATCH") else None
+    status, content_type, out = request(server[0], method, path + "?debug=1", body)
+    assert status == 400 and content_type == "application/json"
+    assert json.loads(out) == {"error": message}  # the path without its query string
+
+
+def test_paths_are_matched_without_case_and_names_are_url_decoded(server):
+    status, _, out = request(server[0], "GET", f"/V1/MODELS/{MODEL}/VERSIONS/2")
+    assert status == 200 and json.loads(out)["model_version_status"][0]["version"] == "2"
+    status, _, out = request(server[0], "GET", f"/v1/models/{MODEL}/METADATA")  # not `metadata`: a status request
+    assert status == 200 and "model_version_status" in json.loads(out)
+    status, _, out = request(server[0], "GET", "/v1/models/%74oy")  # %74 = t
+    assert status == 200 and json.loads(out)["model_version_status"]
+
+
+def test_other_paths_get_the_http_servers_404_page(server):
+    for method in ("GET", "POST"):
+        status, content_type, out = request(server[0], method, "/v2/models/toy", b"{}" if method == "POST" else None)
+        assert status == 404 and content_type == "text/html" and b"<TITLE>404 Not Found</TITLE>" in out
+
+
+def test_cors_preflight(server):
+    status, _, out = request(server[0], "OPTIONS", f"/v1/models/{MODEL}:predict",
+                             headers={"Origin": "https://app.example"})
+    assert (status, out) == (200, b"")
+    status, _, out = request(server[0], "OPTIONS", f"/v1/models/{MODEL}:predict")
+    assert (status, out) == (400, b"")  # "Origin header is missing in CORS preflight", no body
 
 
 # --- gRPC ------------------------------------------------------------------------------------
@@ -182,6 +250,11 @@ def test_grpc_predict(stubs, reference):
     resp = stubs[0].Predict(req, timeout=30)
     np.testing.assert_allclose(tf.make_ndarray(resp.outputs["y"]), reference["y"], rtol=1e-6)
     assert resp.model_spec.version.value == 2
+    # The typed field, not tensor_content: predict_util.cc answers kAsProtoField by default,
+    # and clients read `float_val` directly.
+    y = resp.outputs["y"]
+    assert not y.tensor_content and y.dtype == tf.float32.as_datatype_enum
+    np.testing.assert_allclose(np.array(y.float_val).reshape(reference["y"].shape), reference["y"], rtol=1e-6)
 
 
 def test_grpc_metadata_and_status(stubs):

@@ -132,6 +132,43 @@ def test_examples_from_json_build_tf_examples_with_context():
         tensors.examples_from_json([{"x": 1.0}], context={"x": 2.0})
 
 
+# TF Serving's AddValueToFeature (util/json_tensor.cc): JSON value -> tf.Example feature.
+@pytest.mark.parametrize("value, kind, expected", [
+    (True, "int64_list", [1]),                       # booleans are int64 1/0
+    ([True, False, 3], "int64_list", [1, 0, 3]),
+    ([1, 2], "int64_list", [1, 2]),
+    (1.0, "float_list", [1.0]),                      # written with a fraction: a float
+    ([2.5, 1e3], "float_list", [2.5, 1000.0]),
+    ((1 << 63) - 1, "int64_list", [(1 << 63) - 1]),
+    (-(1 << 63), "int64_list", [-(1 << 63)]),
+    (1 << 64, "float_list", [float(1 << 64)]),       # beyond uint64 rapidjson reads a double
+    (["a", {"b64": "Yg=="}], "bytes_list", [b"a", b"b"]),
+    ([], None, []),                                  # an empty feature, as TF Serving leaves it
+])
+def test_json_values_become_features_as_tf_serving_builds_them(value, kind, expected):
+    [raw] = tensors.examples_from_json([{"f": value}])
+    feature = tf.train.Example.FromString(raw).features.feature["f"]
+    assert feature.WhichOneof("kind") == kind
+    if kind:
+        assert list(getattr(feature, kind).value) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("value, message", [
+    ([1, 2.5], "Unexpected element type in feature: f expecting type: int64"),
+    ([2.5, 1], "Unexpected element type in feature: f expecting type: float"),
+    ([2.5, True], "Unexpected element type in feature: f expecting type: float"),
+    (["a", 1], "Unexpected element type in feature: f expecting type: bytes"),
+    (1 << 63, "Feature: f has uint64_t element. Only int64_t is supported."),
+    (None, "Feature: f has element with unexpected JSON type: Null"),
+    ([[1]], "Feature: f has element with unexpected JSON type: Array"),
+    ({"x": 1}, "Feature: f has element with unexpected JSON type: Object"),
+])
+def test_json_values_tf_serving_refuses(value, message):
+    with pytest.raises(InvalidArgument) as info:
+        tensors.examples_from_json([{"f": value}])
+    assert str(info.value) == message
+
+
 # --- model manager ---------------------------------------------------------------
 
 
