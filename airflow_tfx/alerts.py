@@ -22,8 +22,10 @@ import html
 import importlib
 import logging
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
+import pendulum
 from airflow.sdk import BaseNotifier
 
 from airflow_tfx import arrivals, links
@@ -156,10 +158,12 @@ async def deadline_missed(*, pipeline: str, settings: Mapping[str, Any], deadlin
                           context: Mapping[str, Any] | None = None) -> str:
     """The deadline alert's callback (runs in the triggerer with the DAG run as `context`)."""
     run = dict((context or {}).get("dag_run") or {})
-    conf = run.get("conf") or {}
-    span = conf.get("span") or run.get("partition_key")
-    if not span and run.get("data_interval_start"):
-        span = str(run["data_interval_start"])[:7].replace("-", "")
+    # The run as the scheduler serialized it: the same span rule as the run's own tasks.
+    when = {k: pendulum.parse(run[k]) if run.get(k) else None
+            for k in ("data_interval_start", "data_interval_end", "logical_date", "run_after")}
+    span = arrivals.run_span(run.get("conf") or {},
+                             SimpleNamespace(partition_key=run.get("partition_key"), run_after=when["run_after"]),
+                             when["data_interval_start"], when["data_interval_end"], when["logical_date"])
     alert = Alert(DEADLINE_MISSED, pipeline, span, run.get("dag_run_id") or run.get("run_id") or "?",
                   f"not finished {deadline_hours:g} h after it was queued ({run.get('queued_at')}); "
                   f"state now: {run.get('state')}", run.get("dag_id") or "?")

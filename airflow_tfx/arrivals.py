@@ -86,14 +86,26 @@ def scan(data_root: str, example_format: str, settle_seconds: float,
     return arrived, settling
 
 
-def to_announce(arrived: list[int], announced: Iterable[str]) -> list[int]:
+def announced_spans(keys: Iterable[str | None]) -> list[int]:
+    """The spans a list of partition keys names (YYYYMM or YYYY-MM, as `parse_span` reads
+    them; an external producer may write either). Keys that are no month are ignored."""
+    out = []
+    for key in filter(None, keys):
+        try:
+            out.append(spans.parse_span(key))
+        except spans.SpanError:
+            continue
+    return out
+
+
+def to_announce(arrived: list[int], announced: Iterable[str | None]) -> list[int]:
     """The arrived spans to announce: those after the newest one already announced.
 
     With none announced yet (a new deployment), only the newest span: like `catchup=False`,
     enabling the DAG trains on the latest month, not on every month of the archive (replay
     older spans by announcing them through the REST API or triggering runs with `span`).
     """
-    known = [int(k) for k in announced if k and k.isdigit()]
+    known = announced_spans(announced)
     if not known:
         return arrived[-1:]
     return [s for s in arrived if s > max(known)]
@@ -143,13 +155,13 @@ class SpanArrivalOperator(BaseOperator):
             raise AirflowSkipException(f"no span to announce: {e}") from e
         # The newest events are enough: announcements only move forward.
         recent = context["inlet_events"][self.asset].ascending(False).limit(200)
-        announced = [e.partition_key for e in recent if e.partition_key]
+        announced = [e.partition_key for e in recent]
         new = to_announce([s.span for s in arrived], announced)
         for s in settling:
             self.log.info("span %d is still being written (newest file %s, settles after %ss without changes "
                           "or with a %s marker)", s.span, s.describe()["newest_file"], self.settle_seconds,
                           SUCCESS_MARKER)
-        last = max((int(k) for k in announced if k.isdigit()), default=None)
+        last = max(announced_spans(announced), default=None)
         if not new:
             raise AirflowSkipException(
                 f"no new span under {self.data_root}: newest arrived "

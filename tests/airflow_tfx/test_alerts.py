@@ -92,6 +92,18 @@ def test_a_missed_deadline_is_mailed_from_the_triggerer_callback(inbox):
     _assert_alert(message, 201304, "not finished 12 h after it was queued", "state now: running")
 
 
+def test_a_missed_deadline_names_the_span_as_the_runs_tasks_do(inbox):
+    # A monthly-calendar run, as the scheduler serializes it: the span is the data interval's month.
+    context = {"dag_run": {"dag_id": "taxi_retraining", "dag_run_id": "scheduled__2013-05-01T00:00:00+00:00",
+                           "state": "running", "queued_at": "2026-11-30T10:00:00+00:00", "partition_key": None,
+                           "conf": {}, "data_interval_start": "2013-04-01T00:00:00+00:00",
+                           "data_interval_end": "2013-05-01T00:00:00+00:00",
+                           "logical_date": "2013-05-01T00:00:00+00:00", "run_after": "2013-05-01T00:00:00+00:00"}}
+    asyncio.run(alerts.deadline_missed(pipeline="taxi", settings=SETTINGS, deadline_hours=12, context=context))
+    [message] = inbox.messages
+    assert "span 201304" in message["subject"]
+
+
 class RecordingNotifier(BaseNotifier):
     """A provider-style notifier (as Slack's or apprise's): keeps what it was built with."""
 

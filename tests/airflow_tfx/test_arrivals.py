@@ -42,6 +42,8 @@ def test_only_spans_after_the_last_announced_one_are_announced():
     assert arrivals.to_announce([201301, 201302, 201303], ["201301"]) == [201302, 201303]
     assert arrivals.to_announce([201301, 201302, 201303], ["201303", "201302"]) == []
     assert arrivals.to_announce([], []) == []
+    # Keys as an external producer may write them: YYYY-MM counts, a key that is no month does not.
+    assert arrivals.to_announce([201301, 201302, 201303], ["2013-02", None, "latest"]) == [201303]
 
 
 def test_the_run_span_rule():
