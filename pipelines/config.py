@@ -28,6 +28,8 @@ ExampleFormat = Literal["csv", "tfrecord"]
 Task = Literal["binary_classification", "multiclass_classification"]
 # The ExampleGen (and so its node id) that ingests each format.
 EXAMPLE_GEN_IDS = {"csv": nodes.CSV_EXAMPLE_GEN, "tfrecord": nodes.IMPORT_EXAMPLE_GEN}
+# The project's packaging (a dependency for Beam workers outside this process).
+PROJECT_SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.py")
 
 
 class ConfigError(BadInput):
@@ -133,11 +135,22 @@ class PipelineConfig:
         return os.path.join(layout.serving_root(self.workdir), self.model_name)
 
     def beam_pipeline_args(self) -> list[str]:
-        args = [f"--direct_running_mode={self.beam_mode}"]
+        """Beam options for every Beam-based node.
+
+        In-memory is the DirectRunner's default, so it gets no options at all: TFX's
+        BaseBeamExecutor builds (and never deletes) a 42 MB `tfx_ephemeral` sdist of TFX into
+        a new temp dir whenever the options are non-empty and name no dependency. Other modes
+        name this project's setup.py, which is also what a remote worker really needs (our
+        components, not only TFX's).
+        """
+        if self.beam_mode == "in_memory":
+            return []
         workers = self.beam_workers or (os.cpu_count() or 1)
-        if self.beam_mode == "multi_processing":
-            args.append(f"--direct_num_workers={workers}")
-        return args
+        return [
+            f"--direct_running_mode={self.beam_mode}",
+            f"--direct_num_workers={workers}",
+            f"--setup_file={PROJECT_SETUP_FILE}",
+        ]
 
 
 # Relative to the config file. `workdir` stays relative to where the command runs.

@@ -1,6 +1,7 @@
 """Config parsing: the shipped config loads; every kind of bad value names its field."""
 
 import dataclasses
+import os
 
 import pytest
 
@@ -26,7 +27,17 @@ def test_taxi_config_loads_with_paths_resolved():
     assert c.data_root == TAXI_DATA and c.schema_path == TAXI_SCHEMA
     assert c.slice_features == ("trip_start_hour",)
     assert c.beam_mode == "in_memory"
-    assert c.beam_pipeline_args() == ["--direct_running_mode=in_memory"]
+    # The DirectRunner's default mode: no options, so TFX builds no ephemeral sdist of itself.
+    assert c.beam_pipeline_args() == []
+
+
+def test_multi_processing_names_workers_and_a_dependency():
+    c = config_lib.load(TAXI_CONFIG, {"beam_mode": "multi_processing"})
+    args = c.beam_pipeline_args()
+    assert "--direct_running_mode=multi_processing" in args
+    assert f"--direct_num_workers={os.cpu_count()}" in args
+    setup = [a.split("=", 1)[1] for a in args if a.startswith("--setup_file=")]
+    assert setup and os.path.isfile(setup[0])
 
 
 def test_overrides_win_and_none_is_ignored():
