@@ -14,8 +14,8 @@ from tensorflow_serving.apis import (
     get_model_status_pb2,
 )
 
-from serving.errors import InvalidArgument
-from serving.manager import ModelManager, Servable
+from serving.errors import FailedPrecondition, InvalidArgument
+from serving.manager import DEFAULT_SIGNATURE, ModelManager, Servable
 
 
 def model_status(manager: ModelManager, name: str, version=None, label=None) -> get_model_status_pb2.GetModelStatusResponse:
@@ -45,13 +45,28 @@ def model_metadata(servable: Servable) -> get_model_metadata_pb2.GetModelMetadat
 
 
 def predict(servable: Servable, signature: str | None, inputs: dict[str, np.ndarray], output_filter=()):
-    name, _ = servable.signature(signature)
+    """Runs a predict signature, checked as TF Serving's RunPredict checks a PredictRequest
+    (servables/tensorflow/predict_util.cc; REST has resolved the signature before).
+
+    Raises:
+      FailedPrecondition: no such signature.
+      InvalidArgument: inputs the signature does not take (TF Serving's texts), a shape it rejects.
+    """
+    name = signature or DEFAULT_SIGNATURE
+    if name not in servable.signature_defs or name.startswith("__"):
+        raise FailedPrecondition(f"Serving signature key \"{name}\" not found.")
     specs = servable.input_specs(name)
-    missing, extra = set(specs) - set(inputs), set(inputs) - set(specs)
-    if missing or extra:
+    if len(inputs) != len(specs):
+        extra, missing = sorted(set(inputs) - set(specs)), sorted(set(specs) - set(inputs))
         raise InvalidArgument(
-            f"input(s) missing {sorted(missing)}, unknown {sorted(extra)}; signature {name} takes {sorted(specs)}"
+            f"input size does not match signature: {len(inputs)}!={len(specs)} len({{{','.join(sorted(inputs))}}}) "
+            f"!= len({{{','.join(sorted(specs))}}}). Sent extra: {{{','.join(extra)}}}. "
+            f"Missing but required: {{{','.join(missing)}}}."
         )
+    for key in sorted(inputs):
+        if key not in specs:
+            raise InvalidArgument(f"input tensor alias not found in signature: {key}. "
+                                  f"Inputs expected to be in the set {{{','.join(sorted(specs))}}}.")
     for key, array in inputs.items():
         if not specs[key].shape.is_compatible_with(array.shape):
             raise InvalidArgument(
@@ -60,14 +75,19 @@ def predict(servable: Servable, signature: str | None, inputs: dict[str, np.ndar
     return name, servable.run(name, inputs, output_filter)
 
 
+def _require_examples(examples: list[bytes]) -> None:
+    """servables/tensorflow/util.cc InputToSerializedExampleTensor."""
+    if not examples:
+        raise InvalidArgument("Input is empty.")
+
+
 def classify(servable: Servable, signature: str | None, examples: list[bytes]) -> tuple[str, list[list[tuple[str, float]]]]:
     """Per example, (class label, score) pairs, as ClassificationResult has them."""
     name, key = servable.examples_signature(signature, tf.saved_model.CLASSIFY_METHOD_NAME)
+    _require_examples(examples)
     out = servable.run(name, {key: np.array(examples, dtype=object)})
     scores = out.get("scores")
     classes = out.get("classes")
-    if scores is None and classes is None:
-        raise InvalidArgument(f"classify signature {name} has neither 'classes' nor 'scores' outputs")
     rows = len(examples)
     results = []
     for i in range(rows):
@@ -79,7 +99,6 @@ def classify(servable: Servable, signature: str | None, examples: list[bytes]) -
 
 def regress(servable: Servable, signature: str | None, examples: list[bytes]) -> tuple[str, list[float]]:
     name, key = servable.examples_signature(signature, tf.saved_model.REGRESS_METHOD_NAME)
+    _require_examples(examples)
     out = servable.run(name, {key: np.array(examples, dtype=object)})
-    if "outputs" not in out:
-        raise InvalidArgument(f"regress signature {name} has no 'outputs' output")
     return name, [float(v) for v in np.asarray(out["outputs"]).reshape(len(examples), -1)[:, 0]]

@@ -17,7 +17,7 @@ from tensorflow_serving.apis import (
 )
 
 from serving import api, tensors
-from serving.errors import ServingError
+from serving.errors import InvalidArgument, ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
 
@@ -31,7 +31,16 @@ _GRPC_CODES = {
 }
 
 
-def _spec(model_spec):
+def _spec(request):
+    """(name, version, label) of a request's ModelSpec.
+
+    Raises:
+      InvalidArgument: "Missing ModelSpec" (predict_impl.cc, classification_service.cc,
+        regression_service.cc, get_model_metadata_impl.cc, get_model_status_impl.cc).
+    """
+    if not request.HasField("model_spec"):
+        raise InvalidArgument("Missing ModelSpec")
+    model_spec = request.model_spec
     version = model_spec.version.value if model_spec.HasField("version") else None
     label = model_spec.version_label or None
     return model_spec.name, version, label
@@ -74,7 +83,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
     def Predict(self, request, context):
         def run():
-            servable = self._manager.get(*_spec(request.model_spec))
+            servable = self._manager.get(*_spec(request))
             inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
             signature, outputs = api.predict(servable, request.model_spec.signature_name or None, inputs,
                                              tuple(request.output_filter))
@@ -90,10 +99,12 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
     def Classify(self, request, context):
         def run():
-            servable = self._manager.get(*_spec(request.model_spec))
-            signature, results = api.classify(servable, request.model_spec.signature_name or None, _examples(request.input))
+            servable = self._manager.get(*_spec(request))
+            _, results = api.classify(servable, request.model_spec.signature_name or None, _examples(request.input))
             response = classification_pb2.ClassificationResponse()
-            response.model_spec.name, response.model_spec.signature_name = servable.name, signature
+            # MakeModelSpec with the request's signature name, as sent (classifier.cc RunClassify).
+            response.model_spec.name = servable.name
+            response.model_spec.signature_name = request.model_spec.signature_name
             response.model_spec.version.value = servable.version
             for pairs in results:
                 row = response.result.classifications.add()
@@ -105,10 +116,12 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
     def Regress(self, request, context):
         def run():
-            servable = self._manager.get(*_spec(request.model_spec))
-            signature, values = api.regress(servable, request.model_spec.signature_name or None, _examples(request.input))
+            servable = self._manager.get(*_spec(request))
+            _, values = api.regress(servable, request.model_spec.signature_name or None, _examples(request.input))
             response = regression_pb2.RegressionResponse()
-            response.model_spec.name, response.model_spec.signature_name = servable.name, signature
+            # MakeModelSpec with the request's signature name, as sent (classifier.cc RunClassify).
+            response.model_spec.name = servable.name
+            response.model_spec.signature_name = request.model_spec.signature_name
             response.model_spec.version.value = servable.version
             for v in values:
                 response.result.regressions.add(value=v)
@@ -118,18 +131,21 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
 
     def GetModelMetadata(self, request, context):
         def run():
-            if list(request.metadata_field) not in ([], ["signature_def"]):
-                from serving.errors import InvalidArgument
-
-                raise InvalidArgument(f"unsupported metadata_field {list(request.metadata_field)}; only signature_def")
-            return api.model_metadata(self._manager.get(*_spec(request.model_spec)))
+            spec = _spec(request)
+            # get_model_metadata_impl.cc ValidateGetModelMetadataRequest (REST sets the field itself).
+            if not request.metadata_field:
+                raise InvalidArgument("GetModelMetadataRequest must specify at least one metadata_field")
+            for field in request.metadata_field:
+                if field != "signature_def":
+                    raise InvalidArgument(f"Metadata field {field} is not supported")
+            return api.model_metadata(self._manager.get(*spec))
 
         return self._call("metadata", request.model_spec.name, context, run)
 
     def GetModelStatus(self, request, context):
         return self._call(
             "status", request.model_spec.name, context,
-            lambda: api.model_status(self._manager, *_spec(request.model_spec)),
+            lambda: api.model_status(self._manager, *_spec(request)),
         )
 
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import text_format
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
 from serving import model_config
 from serving.batching import Batcher, BatchOptions
-from serving.errors import FailedPrecondition, InvalidArgument, NotFound, ServingError
+from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.layout import discover
 from serving.metrics import Metrics
 
@@ -38,6 +40,23 @@ def _signature_defs(path: str) -> dict:
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
         proto.ParseFromString(f.read())
     return dict(proto.meta_graphs[0].signature_def.items())
+
+
+_OP_SUFFIX = re.compile(r"\s*\[Op:[^\]]*\]\s*$")
+
+
+def runtime_message(message: str) -> str:
+    """The op's own error, as TF Serving's Session::Run returns it: eager TF wraps it as
+    "Graph execution error:\n\nDetected at node N defined at (most recent call last):\n<stack>\n
+    <the op's message>\n\t [[{{node N}}]] [Op:__inference_...]"; keep the op's message and its node."""
+    message = _OP_SUFFIX.sub("", message)
+    if not message.startswith("Graph execution error:"):
+        return message.strip()
+    node = message.find("\n\t [[")
+    if node < 0:
+        return message.strip().splitlines()[-1]
+    start = message.rfind("\n", 0, node) + 1
+    return message[start:].strip("\n")
 
 
 @dataclasses.dataclass
@@ -61,12 +80,15 @@ class Servable:
         self._lock = threading.Lock()
 
     def signature(self, name: str | None):
+        """(name, SignatureDef) of a predict request's signature, resolved as TF Serving's REST
+        handler resolves it before reading the inputs (http_rest_api_handler.cc GetInfoMap).
+
+        Raises:
+          InvalidArgument: no such signature.
+        """
         name = name or DEFAULT_SIGNATURE
         if name not in self._functions:
-            raise InvalidArgument(
-                f"Serving signature name: \"{name}\" not found in signature def; "
-                f"available: {sorted(self._functions)}"
-            )
+            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def")
         return name, self.signature_defs[name]
 
     def input_specs(self, signature: str) -> dict[str, tf.TensorSpec]:
@@ -87,39 +109,63 @@ class Servable:
                     on_batch=(lambda rows: self._metrics.batch_rows.labels(self.name).observe(rows))
                     if self._metrics else (lambda rows: None),
                 )
+        seen: set[str] = set()
+        known = self.signature_defs[signature].outputs
+        for alias in output_filter:  # predict_util.cc PreProcessPrediction, before running
+            if alias not in known:
+                raise InvalidArgument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                                      f"in the set {{{','.join(sorted(known))}}}.")
+            if alias in seen:
+                raise InvalidArgument(f"duplicate output tensor alias: {alias}")
+            seen.add(alias)
         outputs = batcher(inputs)
-        if output_filter:
-            unknown = set(output_filter) - set(outputs)
-            if unknown:
-                raise InvalidArgument(f"output_filter: unknown output(s) {sorted(unknown)}; outputs: {sorted(outputs)}")
-            outputs = {k: v for k, v in outputs.items() if k in output_filter}
-        return outputs
+        return {k: v for k, v in outputs.items() if k in seen} if seen else outputs
 
     @staticmethod
     def _call(fn, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
             result = fn(**{k: tf.constant(v) for k, v in inputs.items()})
-        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
-            message = getattr(e, "message", None) or str(e)
-            raise InvalidArgument(message.strip().splitlines()[0][:500]) from e
+        except tf.errors.InvalidArgumentError as e:
+            raise InvalidArgument(runtime_message(e.message)) from e
+        except (ValueError, TypeError) as e:
+            raise InvalidArgument(str(e).strip().splitlines()[0][:500]) from e
         return {k: v.numpy() for k, v in result.items()}
 
     def examples_signature(self, name: str | None, method: str) -> tuple[str, str]:
-        """(signature, its serialized-examples input) for classify/regress.
+        """(signature, its serialized-examples input) for classify/regress, checked as TF
+        Serving checks it (servables/tensorflow/classifier.cc GetClassificationSignatureDef and
+        PreProcessClassification; regressor.cc likewise).
 
         Raises:
-          FailedPrecondition: the signature is not a classify/regress signature.
+          InvalidArgument: no such signature, another method, or not TF Serving's
+            one-input/`classes`-`scores`/`outputs` shape.
         """
-        sig_name, sig = self.signature(name)
+        name = name or DEFAULT_SIGNATURE
+        if name not in self._functions:
+            raise InvalidArgument(f"No signature was found with the name: {name}")
+        sig = self.signature_defs[name]
+        kind = "classification" if method == tf.saved_model.CLASSIFY_METHOD_NAME else "regression"
         if sig.method_name != method:
-            raise FailedPrecondition(
-                f"Expected {method.rsplit('/', 1)[-1]} signature method_name to be {method}. "
-                f"Was: {sig.method_name}"
-            )
-        [input_key] = list(sig.inputs) if len(sig.inputs) == 1 else [None]
-        if input_key is None:
-            raise FailedPrecondition(f"signature {sig_name} must take one input of serialized tf.Examples")
-        return sig_name, input_key
+            raise InvalidArgument(f"Expected {kind} signature method_name to be {method}. Was: {sig.method_name}")
+        if len(sig.inputs) != 1:
+            raise InvalidArgument("Expected one input Tensor.")
+        text = text_format.MessageToString(sig)
+        if kind == "classification":
+            if len(sig.outputs) not in (1, 2):
+                raise InvalidArgument(f"Expected one or two output Tensors, found {len(sig.outputs)}")
+            if tf.saved_model.CLASSIFY_INPUTS not in sig.inputs:
+                raise InvalidArgument(f"No classification inputs found in SignatureDef: {text}")
+            if not {tf.saved_model.CLASSIFY_OUTPUT_CLASSES, tf.saved_model.CLASSIFY_OUTPUT_SCORES} & set(sig.outputs):
+                raise InvalidArgument("Expected classification signature outputs to contain at least one of "
+                                      f"\"classes\" or \"scores\". Signature was: {text}")
+            return name, tf.saved_model.CLASSIFY_INPUTS
+        if len(sig.outputs) != 1:
+            raise InvalidArgument("Expected one output Tensor.")
+        if tf.saved_model.REGRESS_INPUTS not in sig.inputs:
+            raise InvalidArgument(f"No regression inputs found in SignatureDef: {text}")
+        if tf.saved_model.REGRESS_OUTPUTS not in sig.outputs:
+            raise InvalidArgument(f"No regression outputs found in SignatureDef: {text}")
+        return name, tf.saved_model.REGRESS_INPUTS
 
     def warm_up(self) -> int:
         """Replays `assets.extra/tf_serving_warmup_requests`; returns how many ran.

@@ -201,29 +201,19 @@ class _Handler(BaseHTTPRequestHandler):
         return _proto_json(api.model_status(manager, model, version, label))
 
     def _post(self, model, version, label, verb: str, body: bytes) -> dict:
-        try:
-            request = json.loads(body or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InvalidArgument(f"JSON Parse error: {e}") from e
-        if not isinstance(request, dict):
-            raise InvalidArgument("the request body must be a JSON object")
-        servable = self.server.manager.get(model, version, label)
-        signature = request.get("signature_name")
+        """A predict/classify/regress request, checked in TF Serving's order: the body's JSON
+        and signature name, then the servable (predict: then the body's inputs), then the
+        examples' signature (http_rest_api_handler.cc Process*Request)."""
+        request = tensors.parse_request(body)
+        signature = tensors.signature_name(request)
         if verb == "predict":
-            has_rows, has_cols = "instances" in request, "inputs" in request
-            if has_rows == has_cols:
-                raise InvalidArgument("Missing 'inputs' or 'instances' key" if not has_rows
-                                      else "Not allowed to specify both 'inputs' and 'instances'")
+            servable = self.server.manager.get(model, version, label)
             name, _ = servable.signature(signature)
-            specs = servable.input_specs(name)
-            if has_rows:
-                inputs = tensors.from_row_format(request["instances"], specs)
-                _, outputs = api.predict(servable, name, inputs)
-                return {"predictions": tensors.to_row_format(outputs)}
-            inputs = tensors.from_columnar_format(request["inputs"], specs)
+            inputs, rows = tensors.predict_inputs(request, servable.input_specs(name))
             _, outputs = api.predict(servable, name, inputs)
-            return {"outputs": tensors.to_columnar_format(outputs)}
-        examples = tensors.examples_from_json(request.get("examples"), request.get("context"))
+            return {"predictions": tensors.to_row_format(outputs)} if rows else {"outputs": tensors.to_columnar_format(outputs)}
+        examples = tensors.examples_from_json(request)
+        servable = self.server.manager.get(model, version, label)
         if verb == "classify":
             _, results = api.classify(servable, signature, examples)
             return {"results": [[[label_, score] for label_, score in r] for r in results]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Any
 
 import numpy as np
@@ -100,37 +101,67 @@ def _has_strings(value: Any) -> bool:
     return isinstance(value, (str, bytes))
 
 
-def from_row_format(instances: Any, specs: dict[str, tf.TensorSpec]) -> dict[str, np.ndarray]:
+def _is_object(value: Any) -> bool:
+    """A JSON object of named inputs (not a {"b64": ...} value)."""
+    return isinstance(value, dict) and not (set(value) == {"b64"} and isinstance(value["b64"], str))
+
+
+def predict_inputs(doc: dict, specs: dict[str, tf.TensorSpec]) -> tuple[dict[str, np.ndarray], bool]:
+    """(input arrays, row format?) of a predict request, with TF Serving's checks and texts
+    (util/json_tensor.cc FillPredictRequestFromJson, FillTensorMapFromInstancesList,
+    FillTensorMapFromInputsMap).
+
+    Raises:
+      InvalidArgument: both or neither of "instances"/"inputs", or inputs that do not fit the signature.
+    """
+    has_rows, has_cols = "instances" in doc, "inputs" in doc
+    if has_rows and has_cols:
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} Not formatted correctly expecting only one of "
+                              "'inputs' or 'instances' keys to exist ")
+    if has_rows:
+        return _from_row_format(doc, specs), True
+    if has_cols:
+        return _from_columnar_format(doc["inputs"], specs), False
+    raise InvalidArgument("Missing 'inputs' or 'instances' key")
+
+
+def _from_row_format(doc: dict, specs: dict[str, tf.TensorSpec]) -> dict[str, np.ndarray]:
     """`"instances"`: a list, one entry per row (a value, or an object of named inputs)."""
-    if not isinstance(instances, list) or not instances:
-        raise InvalidArgument("'instances' must be a non-empty list")
+    instances = doc["instances"]
+    if not isinstance(instances, list):
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} Expecting 'instances' to be an list/array")
+    if not instances:
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} No values in 'instances' array")
     names = sorted(specs)
-    if all(isinstance(i, dict) and "b64" not in i for i in instances):
+    if not isinstance(instances[0], dict) and len(names) > 1:
+        raise InvalidArgument("instances is a plain list, but expecting list of objects as multiple "
+                              "input tensors required as per tensorinfo_map")
+    if _is_object(instances[0]):
         for i, instance in enumerate(instances):
-            missing, extra = set(names) - set(instance), set(instance) - set(names)
-            if missing or extra:
-                raise InvalidArgument(
-                    f"instance {i}: missing input(s) {sorted(missing)}, unknown input(s) {sorted(extra)}"
-                    f"; the signature takes {names}"
-                )
+            if not _is_object(instance):
+                raise InvalidArgument(f"Expecting object but got list at item {i} of input list")
+            if set(instance) != set(names):
+                raise InvalidArgument(f"Failed to process element: {i} of 'instances' list. JSON object: "
+                                      f"{json_debug(instance)} keys must be equal to: {','.join(names)}")
         return {n: to_array(n, [inst[n] for inst in instances], specs[n]) for n in names}
-    if len(names) != 1:
-        raise InvalidArgument(f"the signature takes {len(names)} inputs {names}: each instance must be an object")
+    for i, instance in enumerate(instances):
+        if _is_object(instance):
+            raise InvalidArgument(f"Expecting value/list but got object at item {i} of input list")
     return {names[0]: to_array(names[0], instances, specs[names[0]])}
 
 
-def from_columnar_format(inputs: Any, specs: dict[str, tf.TensorSpec]) -> dict[str, np.ndarray]:
-    """`"inputs"`: one tensor value (single-input signature) or an object of named tensors."""
+def _from_columnar_format(inputs: Any, specs: dict[str, tf.TensorSpec]) -> dict[str, np.ndarray]:
+    """`"inputs"`: one tensor value (single-input signature) or an object of named tensors
+    (names the signature does not take are ignored, as TF Serving ignores them)."""
     names = sorted(specs)
-    if isinstance(inputs, dict) and "b64" not in inputs:
-        missing, extra = set(names) - set(inputs), set(inputs) - set(names)
-        if missing or extra:
-            raise InvalidArgument(
-                f"missing input(s) {sorted(missing)}, unknown input(s) {sorted(extra)}; the signature takes {names}"
-            )
+    if _is_object(inputs):
+        for n in names:
+            if n not in inputs:
+                raise InvalidArgument(f"Missing named input: {n} in 'inputs' object.")
         return {n: to_array(n, inputs[n], specs[n]) for n in names}
     if len(names) != 1:
-        raise InvalidArgument(f"the signature takes {len(names)} inputs {names}: 'inputs' must be an object")
+        raise InvalidArgument("inputs is a plain value/list, but expecting an object as multiple "
+                              "input tensors required as per tensorinfo_map")
     return {names[0]: to_array(names[0], inputs, specs[names[0]])}
 
 
@@ -221,25 +252,136 @@ def _feature(name: str, value: Any) -> tf.train.Feature:
     return tf.train.Feature(**{_FEATURE_KINDS[kind]: lists[kind](value=values)})
 
 
-def examples_from_json(examples: Any, context: Any = None) -> list[bytes]:
-    """`"examples"` (+ optional `"context"`) of a classify/regress request -> serialized tf.Examples.
+# util/json_tensor.cc: values in error texts are printed compactly and cut after 256 bytes
+# (kMaxJsonDebugStringBytes, JsonWriterWithLimit: a token starts only while under the limit).
+_MAX_JSON_DEBUG_BYTES = 256
+# rapidjson's GetParseError_En for the errors Python's json module names.
+_PARSE_ERRORS = (
+    ("Expecting value", "Invalid value."),
+    ("Expecting property name enclosed in double quotes", "Missing a name for object member."),
+    ("Expecting ':' delimiter", "Missing a colon after a name of object member."),
+    ("Unterminated string", "Missing a closing quotation mark in string."),
+    ("Invalid control character", "Invalid encoding in string."),
+    ("Invalid \\escape", "Invalid escape character in string."),
+    ("Invalid \\uXXXX escape", "Incorrect hex digit after \\u escape in string."),
+)
+
+
+def json_type(value: Any) -> str:
+    """rapidjson's type name, as TF Serving's JsonTypeString prints it."""
+    if value is None:
+        return "Null"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, dict):
+        return "Object"
+    if isinstance(value, list):
+        return "Array"
+    return "String" if isinstance(value, str) else "Number"
+
+
+def _json_tokens(value: Any):
+    if isinstance(value, dict):
+        yield "{"
+        for i, (k, v) in enumerate(value.items()):
+            first = True
+            for token in _json_tokens(v):
+                yield (("," if i else "") + json.dumps(k, ensure_ascii=False) + ":" + token) if first else token
+                first = False
+        yield "}"
+    elif isinstance(value, list):
+        yield "["
+        for i, v in enumerate(value):
+            first = True
+            for token in _json_tokens(v):
+                yield ("," + token if i and first else token)
+                first = False
+        yield "]"
+    else:
+        yield json.dumps(value, ensure_ascii=False, allow_nan=True)
+
+
+def json_debug(value: Any) -> str:
+    """A JSON value as TF Serving's JsonValueToDebugString prints it in errors: compact,
+    truncated to 256 bytes (possibly invalid JSON, as there)."""
+    out, size = [], 0
+    for token in _json_tokens(value):
+        if size >= _MAX_JSON_DEBUG_BYTES:
+            break
+        out.append(token)
+        size += len(token.encode("utf-8"))
+    return "".join(out)
+
+
+def parse_request(body: bytes) -> dict:
+    """A REST request body, read as TF Serving's ParseJson reads it (util/json_tensor.cc):
+    NaN/Infinity accepted, anything after the first value ignored (kParseStopWhenDoneFlag),
+    the top level must be an object.
 
     Raises:
-      InvalidArgument: not a list of objects, mixed-type values, or a feature in both.
+      InvalidArgument: "JSON Parse error: <rapidjson's message> at offset: N", or
+        "JSON Value: <doc> Is not object".
     """
-    if not isinstance(examples, list) or not examples:
-        raise InvalidArgument("'examples' must be a non-empty list of objects")
-    context = context or {}
-    if not isinstance(context, dict):
-        raise InvalidArgument("'context' must be an object")
+    if not body:
+        raise InvalidArgument("JSON Parse error: The document is empty")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidArgument(f"JSON Parse error: Invalid encoding in string. at offset: {e.start}") from e
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
+    except json.JSONDecodeError as e:
+        message = next((theirs for ours, theirs in _PARSE_ERRORS if e.msg.startswith(ours)), None)
+        if message is None:  # "Expecting ',' delimiter": which closing bracket depends on where
+            inner = text[:e.pos].rstrip()
+            opener = max(inner.rfind("{"), inner.rfind("["))
+            message = ("Missing a comma or '}' after an object member." if opener >= 0 and inner[opener] == "{"
+                       else "Missing a comma or ']' after an array element.")
+        raise InvalidArgument(f"JSON Parse error: {message} at offset: {len(text[:e.pos].encode('utf-8'))}") from e
+    if not isinstance(doc, dict):
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} Is not object")
+    return doc
+
+
+def signature_name(doc: dict) -> str | None:
+    """The optional "signature_name" (FillSignature).
+
+    Raises:
+      InvalidArgument: not a string.
+    """
+    name = doc.get("signature_name")
+    if "signature_name" in doc and not isinstance(name, str):
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} not formatted correctly. "
+                              "'signature_name' key must be a string value.")
+    return name
+
+
+def _example(value: Any) -> dict[str, tf.train.Feature]:
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"Example must be JSON object but got JSON {json_type(value)}")
+    return {k: _feature(k, v) for k, v in value.items()}
+
+
+def examples_from_json(doc: dict) -> list[bytes]:
+    """The `"examples"` (+ optional `"context"`) of a classify/regress request -> serialized
+    tf.Examples, with TF Serving's checks and texts (FillClassifyRegressRequestFromJson). A
+    feature in both keeps the example's value, as TF Serving's ExampleListWithContext merge does.
+
+    Raises:
+      InvalidArgument: no/empty/non-list "examples", an example or context that is not an
+        object, or a feature value TF Serving refuses.
+    """
+    context = _example(doc["context"]) if "context" in doc else {}
+    if "examples" not in doc:
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} When method is classify, key 'examples' "
+                              "is expected and was not found")
+    examples = doc["examples"]
+    if not isinstance(examples, list):
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} Expecting 'examples' value to be an list/array")
+    if not examples:
+        raise InvalidArgument(f"JSON Value: {json_debug(doc)} 'examples' value is an empty array")
     out = []
-    for i, example in enumerate(examples):
-        if not isinstance(example, dict):
-            raise InvalidArgument(f"example {i} is not an object")
-        clash = set(example) & set(context)
-        if clash:
-            raise InvalidArgument(f"example {i}: feature(s) {sorted(clash)} also in 'context'")
-        feats = {k: _feature(k, v) for k, v in {**context, **example}.items()}
+    for example in examples:
+        feats = {**context, **_example(example)}
         out.append(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
     return out
-

@@ -152,8 +152,7 @@ def test_regress_with_context(server, reference):
     (f"/v1/models/{MODEL}:predict", None, b"{not json", 400, "JSON Parse error"),
     (f"/v1/models/{MODEL}:predict", {"instances": [{"a": [1.0, 2.0, 3.0], "b": 1}], "signature_name": "multi"}, None, 400, "shape"),
     (f"/v1/models/{MODEL}:predict", {"instances": [{"a": ["x", "y"], "b": 1}], "signature_name": "multi"}, None, 400, "input 'a'"),
-    (f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)], "signature_name": "nope"}, None, 400, "nope"),
-    (f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)], "inputs": [b64(1.0)]}, None, 400, "both"),
+    (f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)], "inputs": [b64(1.0)]}, None, 400, "only one of"),
     (f"/v1/models/{MODEL}:predict", {"signature_name": "serving_default"}, None, 400, "'inputs' or 'instances'"),
     (f"/v1/models/{MODEL}:classify", {"examples": [{"x": 1.0}]}, None, 400, "classify"),
     (f"/v1/models/{MODEL}:predict", None, b'{"instances": [' + b'1.0,' * 30000 + b'1.0]}', 413, "exceeds"),
@@ -171,6 +170,46 @@ def test_bad_requests_get_tf_serving_errors(server, path, body, raw, code, messa
     status, out = call(server[0], path, body, raw)
     assert status == code and set(out) == {"error"} and message in out["error"]
     assert call(server[0], f"/v1/models/{MODEL}")[0] == 200  # still serving
+
+
+def int_example(x):
+    return {"x": [int(x)]}
+
+
+# Exact texts, each from the TF Serving source that produces it.
+@pytest.mark.parametrize("path, body, message", [
+    # http_rest_api_handler.cc GetInfoMap
+    (f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)], "signature_name": "nope"},
+     'Serving signature name: "nope" not found in signature def'),
+    # classifier.cc GetClassificationSignatureDef / regressor.cc GetRegressionSignatureDef
+    (f"/v1/models/{MODEL}:classify", {"signature_name": "nope", "examples": [{"x": 1.0}]},
+     "No signature was found with the name: nope"),
+    (f"/v1/models/{MODEL}:classify", {"examples": [{"x": 1.0}]},
+     "Expected classification signature method_name to be tensorflow/serving/classify. Was: tensorflow/serving/predict"),
+    (f"/v1/models/{MODEL}:regress", {"signature_name": "classification", "examples": [{"x": 1.0}]},
+     "Expected regression signature method_name to be tensorflow/serving/regress. Was: tensorflow/serving/classify"),
+    # util/json_tensor.cc FillClassifyRegressRequestFromJson, FillSignature, ParseJson
+    (f"/v1/models/{MODEL}:regress", {"signature_name": "regression", "examples": []},
+     'JSON Value: {"signature_name":"regression","examples":[]} \'examples\' value is an empty array'),
+    (f"/v1/models/{MODEL}:regress", {"signature_name": ["regression"], "examples": [{"x": 1.0}]},
+     'JSON Value: {"signature_name":["regression"],"examples":[{"x":1.0}]} not formatted correctly. '
+     "'signature_name' key must be a string value."),
+    (f"/v1/models/{MODEL}:predict", [1], "JSON Value: [1] Is not object"),
+    # util/json_tensor.cc FillPredictRequestFromJson
+    (f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)], "inputs": [b64(1.0)]},
+     'JSON Value: {"instances":[{"b64":"' + b64(1.0)["b64"] + '"}],"inputs":[{"b64":"' + b64(1.0)["b64"]
+     + "\"}]} Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist "),
+    (f"/v1/models/{MODEL}:predict", {"signature_name": "multi", "inputs": {"a": [[1.0, 2.0]]}},
+     "Missing named input: b in 'inputs' object."),
+    # The op's own message (Session::Run's status), not eager TF's "Graph execution error:".
+    (f"/v1/models/{MODEL}:regress", {"signature_name": "regression", "examples": [int_example(1)]},
+     "Name: <unknown>, Key: x, Index: 0.  Data types don't match. Data type: int64 but expected type: float"),
+])
+def test_error_texts_are_tf_servings(server, path, body, message):
+    status, out = call(server[0], path, body)
+    assert status == 400
+    # A model-side error carries the node after the message ("\n\t [[{{node ...}}]]").
+    assert out["error"] == message or out["error"].startswith(message + "\n\t [[{{node ")
 
 
 # --- URLs and methods, as TF Serving routes them ----------------------------------------------
@@ -283,6 +322,67 @@ def test_grpc_classify_and_regress(stubs, reference):
     rreq.input.example_list.CopyFrom(creq.input.example_list)
     rresp = stubs[0].Regress(rreq, timeout=30)
     np.testing.assert_allclose([r.value for r in rresp.result.regressions], reference["regress"], rtol=1e-6)
+
+
+def _rpc_error(method, request):
+    with pytest.raises(grpc.RpcError) as e:
+        method(request, timeout=30)
+    return e.value.code(), e.value.details()
+
+
+def _predict_request(signature="", **inputs):
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name, req.model_spec.signature_name = MODEL, signature
+    for key, value in inputs.items():
+        req.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+    return req
+
+
+def test_grpc_status_codes_and_texts_are_tf_servings(stubs):
+    predict, classify, regress, metadata = (stubs[0].Predict, stubs[0].Classify, stubs[0].Regress,
+                                            stubs[0].GetModelMetadata)
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    # predict_util.cc RunPredict: an unknown signature key is FAILED_PRECONDITION.
+    assert _rpc_error(predict, _predict_request("nope", examples=[example(1.0)])) == (
+        grpc.StatusCode.FAILED_PRECONDITION, 'Serving signature key "nope" not found.')
+    # predict_util.cc VerifyRequestInputsSize, tensorflow/cc/saved_model/util.cc GetInputValues
+    assert _rpc_error(predict, _predict_request("multi", a=[[1.0, 2.0]])) == (
+        invalid, "input size does not match signature: 1!=2 len({a}) != len({a,b}). Sent extra: {}. "
+        "Missing but required: {b}.")
+    assert _rpc_error(predict, _predict_request("multi", a=[[1.0, 2.0]], c=[1])) == (
+        invalid, "input tensor alias not found in signature: c. Inputs expected to be in the set {a,b}.")
+    req = _predict_request(examples=[example(1.0)])
+    req.output_filter.append("z")
+    assert _rpc_error(predict, req) == (
+        invalid, "output tensor alias not found in signature: z Outputs expected to be in the set {y}.")
+    req.output_filter[:] = ["y", "y"]
+    assert _rpc_error(predict, req) == (invalid, "duplicate output tensor alias: y")
+    # get_model_metadata_impl.cc
+    req = get_model_metadata_pb2.GetModelMetadataRequest()
+    req.model_spec.name = MODEL
+    assert _rpc_error(metadata, req) == (invalid, "GetModelMetadataRequest must specify at least one metadata_field")
+    req.metadata_field.append("graph")
+    assert _rpc_error(metadata, req) == (invalid, "Metadata field graph is not supported")
+    # util.cc InputToSerializedExampleTensor: empty input, after the signature is resolved.
+    creq = classification_pb2.ClassificationRequest()
+    creq.model_spec.name, creq.model_spec.signature_name = MODEL, "classification"
+    assert _rpc_error(classify, creq) == (invalid, "Input is empty.")
+    rreq = regression_pb2.RegressionRequest()
+    rreq.model_spec.name, rreq.model_spec.signature_name = MODEL, "nope"
+    assert _rpc_error(regress, rreq) == (invalid, "No signature was found with the name: nope")
+    # A request without a ModelSpec: "Missing ModelSpec" from every service.
+    for method, empty in [(predict, predict_pb2.PredictRequest()), (classify, classification_pb2.ClassificationRequest()),
+                          (regress, regression_pb2.RegressionRequest()),
+                          (metadata, get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])),
+                          (stubs[1].GetModelStatus, get_model_status_pb2.GetModelStatusRequest())]:
+        assert _rpc_error(method, empty) == (invalid, "Missing ModelSpec")
+
+
+def test_grpc_classify_echoes_the_requested_signature_name(stubs):
+    creq = classification_pb2.ClassificationRequest()
+    creq.model_spec.name, creq.model_spec.signature_name = MODEL, "classification"
+    creq.input.example_list.examples.add().ParseFromString(example(1.0))
+    assert stubs[0].Classify(creq, timeout=30).model_spec.signature_name == "classification"
 
 
 def test_grpc_errors(stubs):

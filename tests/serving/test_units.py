@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from serving import manager as manager_lib
 from serving import model_config, tensors
 from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound
@@ -97,8 +98,9 @@ SPECS = {"a": tf.TensorSpec([None, 2], tf.float32), "b": tf.TensorSpec([None], t
 
 
 def test_row_and_columnar_formats_give_the_same_tensors():
-    rows = tensors.from_row_format([{"a": [1, 2], "b": 3}, {"a": [4.5, 5], "b": 6}], SPECS)
-    cols = tensors.from_columnar_format({"a": [[1, 2], [4.5, 5]], "b": [3, 6]}, SPECS)
+    rows, is_rows = tensors.predict_inputs({"instances": [{"a": [1, 2], "b": 3}, {"a": [4.5, 5], "b": 6}]}, SPECS)
+    cols, is_cols = tensors.predict_inputs({"inputs": {"a": [[1, 2], [4.5, 5]], "b": [3, 6], "extra": 1}}, SPECS)
+    assert is_rows and not is_cols  # (TF Serving ignores a columnar name the signature lacks)
     for k in SPECS:
         np.testing.assert_array_equal(rows[k], cols[k])
     assert rows["a"].dtype == np.float32 and rows["b"].dtype == np.int64
@@ -113,23 +115,95 @@ def test_bytes_come_back_base64_and_shapes_must_agree():
         tensors.to_row_format({"a": np.zeros((2,)), "b": np.zeros((3,))})
 
 
-@pytest.mark.parametrize(("bad", "message"), [
-    ([], "non-empty list"),
-    ([{"a": [1, 2]}], "b"),
-    ([{"a": ["x", "y"], "b": 1}], "expected float32 numbers, got strings"),
+# util/json_tensor.cc FillPredictRequestFromJson and its helpers: TF Serving's texts.
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"instances": []}, 'JSON Value: {"instances":[]} No values in \'instances\' array'),
+    ({"instances": {"a": 1}}, 'JSON Value: {"instances":{"a":1}} Expecting \'instances\' to be an list/array'),
+    ({"instances": [1], "inputs": [1]},
+     "JSON Value: {\"instances\":[1],\"inputs\":[1]} Not formatted correctly expecting only one of 'inputs' "
+     "or 'instances' keys to exist "),
+    ({}, "Missing 'inputs' or 'instances' key"),
+    ({"instances": [[1, 2]]}, "instances is a plain list, but expecting list of objects as multiple input tensors "
+     "required as per tensorinfo_map"),
+    ({"instances": [{"a": [1, 2]}]},
+     'Failed to process element: 0 of \'instances\' list. JSON object: {"a":[1,2]} keys must be equal to: a,b'),
+    ({"instances": [{"a": [1, 2], "b": 1}, [1]]}, "Expecting object but got list at item 1 of input list"),
+    ({"inputs": [1]}, "inputs is a plain value/list, but expecting an object as multiple input tensors required "
+     "as per tensorinfo_map"),
+    ({"inputs": {"a": [[1, 2]]}}, "Missing named input: b in 'inputs' object."),
+    ({"instances": [{"a": ["x", "y"], "b": 1}]}, "input 'a': expected float32 numbers, got strings"),
 ])
-def test_bad_instances_are_invalid_arguments(bad, message):
-    with pytest.raises(InvalidArgument, match=message):
-        tensors.from_row_format(bad, SPECS)
+def test_bad_predict_inputs_get_tf_servings_text(doc, message):
+    with pytest.raises(InvalidArgument) as info:
+        tensors.predict_inputs(doc, SPECS)
+    assert str(info.value) == message
 
 
 def test_examples_from_json_build_tf_examples_with_context():
-    [raw] = tensors.examples_from_json([{"x": 2.5}], context={"city": "Chicago"})
+    [raw] = tensors.examples_from_json({"examples": [{"x": 2.5}], "context": {"city": "Chicago", "x": 1.0}})
     ex = tf.train.Example.FromString(raw)
+    # A feature in both keeps the example's value (the ExampleListWithContext merge).
     assert ex.features.feature["x"].float_list.value == [2.5]
     assert ex.features.feature["city"].bytes_list.value == [b"Chicago"]
-    with pytest.raises(InvalidArgument, match="also in 'context'"):
-        tensors.examples_from_json([{"x": 1.0}], context={"x": 2.0})
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"context": {}}, 'JSON Value: {"context":{}} When method is classify, key \'examples\' is expected and was not found'),
+    ({"examples": {}}, 'JSON Value: {"examples":{}} Expecting \'examples\' value to be an list/array'),
+    ({"examples": []}, 'JSON Value: {"examples":[]} \'examples\' value is an empty array'),
+    ({"examples": [1]}, "Example must be JSON object but got JSON Number"),
+    ({"examples": [{}], "context": "c"}, "Example must be JSON object but got JSON String"),
+])
+def test_bad_examples_get_tf_servings_text(doc, message):
+    with pytest.raises(InvalidArgument) as info:
+        tensors.examples_from_json(doc)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"", "JSON Parse error: The document is empty"),
+    (b"{not json", "JSON Parse error: Missing a name for object member. at offset: 1"),
+    (b"[1, 2]", "JSON Value: [1,2] Is not object"),
+    (b'{"a": 1 "b": 2}', "JSON Parse error: Missing a comma or '}' after an object member. at offset: 8"),
+    (b'{"a": [1 2]}', "JSON Parse error: Missing a comma or ']' after an array element. at offset: 9"),
+    (b'{"a": }', "JSON Parse error: Invalid value. at offset: 6"),
+])
+def test_bad_json_gets_rapidjsons_text(body, message):
+    with pytest.raises(InvalidArgument) as info:
+        tensors.parse_request(body)
+    assert str(info.value) == message
+
+
+def test_json_parsing_is_tf_servings():
+    # kParseStopWhenDoneFlag: what follows the document is ignored; NaN/Infinity are numbers.
+    assert tensors.parse_request(b'{"x": 1} trailing') == {"x": 1}
+    assert np.isnan(tensors.parse_request(b'{"x": NaN}')["x"])
+    assert tensors.parse_request(b' {"x": -Infinity}') == {"x": float("-inf")}
+    long_doc = {"examples": [], "pad": "y" * 400}
+    with pytest.raises(InvalidArgument) as info:
+        tensors.examples_from_json(long_doc)
+    # Values in texts are cut after 256 bytes (kMaxJsonDebugStringBytes): the token that crosses
+    # the limit is kept, nothing after it (not even the closing brace).
+    assert str(info.value) == 'JSON Value: {"examples":[],"pad":"' + "y" * 400 + '" \'examples\' value is an empty array'
+    assert len(tensors.json_debug({"k": list(range(200))})) < 300
+
+
+def test_signature_name_must_be_a_string():
+    with pytest.raises(InvalidArgument) as info:
+        tensors.signature_name({"signature_name": 3})
+    assert str(info.value) == ("JSON Value: {\"signature_name\":3} not formatted correctly. "
+                               "'signature_name' key must be a string value.")
+    assert tensors.signature_name({}) is None
+
+
+def test_runtime_errors_keep_the_ops_message():
+    wrapped = ("Graph execution error:\n\nDetected at node ParseExample/ParseExampleV2 defined at (most recent call "
+               "last):\n<stack traces unavailable>\nName: <unknown>, Key: x, Index: 0.  Data types don't match. "
+               "Data type: int64 but expected type: float\n\t [[{{node ParseExample/ParseExampleV2}}]] "
+               "[Op:__inference_signature_wrapper_classify_257]")
+    assert manager_lib.runtime_message(wrapped) == (
+        "Name: <unknown>, Key: x, Index: 0.  Data types don't match. Data type: int64 but expected type: float"
+        "\n\t [[{{node ParseExample/ParseExampleV2}}]]")
 
 
 # TF Serving's AddValueToFeature (util/json_tensor.cc): JSON value -> tf.Example feature.
@@ -146,7 +220,7 @@ def test_examples_from_json_build_tf_examples_with_context():
     ([], None, []),                                  # an empty feature, as TF Serving leaves it
 ])
 def test_json_values_become_features_as_tf_serving_builds_them(value, kind, expected):
-    [raw] = tensors.examples_from_json([{"f": value}])
+    [raw] = tensors.examples_from_json({"examples": [{"f": value}]})
     feature = tf.train.Example.FromString(raw).features.feature["f"]
     assert feature.WhichOneof("kind") == kind
     if kind:
@@ -165,7 +239,7 @@ def test_json_values_become_features_as_tf_serving_builds_them(value, kind, expe
 ])
 def test_json_values_tf_serving_refuses(value, message):
     with pytest.raises(InvalidArgument) as info:
-        tensors.examples_from_json([{"f": value}])
+        tensors.examples_from_json({"examples": [{"f": value}]})
     assert str(info.value) == message
 
 
