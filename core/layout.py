@@ -6,6 +6,7 @@
     <workdir>/runs/<pipeline>/<run>/run.json          a run: inputs, pipeline.pb, nodes/<node>.json
     <workdir>/logs/<pipeline>-<run>.log               `retrain run`'s detailed log
     <workdir>/serving/<model>/<version>/              pushed SavedModels
+    <workdir>/request_logs/<model>/log.<ms>.<n>.tfrecord  sampled requests (PredictionLog)
 
 Run ids come from orchestrators (`scheduled__2016-12-01T00:00:00+00:00`) and are used as
 folder names only through `safe_id`.
@@ -28,6 +29,8 @@ REPORT_HTML = "report.html"
 # Files that nodes write into their output artifacts and that reports read back.
 GATE_REPORT = "report.json"  # DataGate's report artifact
 GATE_STOPPED_DIR = os.path.join(nodes.DATA_GATE, "stopped")  # reports of refused spans, under the pipeline root
+SKEW_REPORT = "report.json"  # ServingSkew's report artifact
+SKEW_STOPPED_DIR = os.path.join(nodes.SERVING_SKEW, "stopped")  # reports of runs it stopped
 SIGNIFICANCE_FILE = "significance.json"  # the Evaluator's verdict, in its evaluation artifact
 SERVING_CHECK_FILE = "serving_check.json"  # the serving check's report, in its blessing artifact
 
@@ -49,6 +52,11 @@ def metadata_path(workdir: str, pipeline: str) -> str:
 
 def serving_root(workdir: str) -> str:
     return os.path.join(workdir, "serving")
+
+
+def request_log_prefix(workdir: str, model: str) -> str:
+    """The filename_prefix of a model's request logs (`retrain serve`, the serving skew check)."""
+    return os.path.join(workdir, "request_logs", model, "log")
 
 
 def run_dir(workdir: str, pipeline: str, run_id: str) -> str:

@@ -50,17 +50,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.model_base_path or args.model_config_file:
         config, config_path = serving_main.model_config_from_args(args)
     else:
+        pipeline = options.load_config(args.config)
         config_path = versions.config_path(_serving_root(args))
         if os.path.exists(config_path):
             config = model_config.load(config_path)
         else:
-            name = options.load_config(args.config).model_name
             config_path = None
-            config = versions.load_or_default(_serving_root(args), name)
+            config = versions.load_or_default(_serving_root(args), pipeline.model_name)
+        _request_log_defaults(args, pipeline, config, config_path)
     try:
         return serving_main.serve(args, config, config_path, prog="retrain serve")
     except OSError as e:  # e.g. the port is taken
         raise BadInput(str(e)) from e
+
+
+def _request_log_defaults(args, pipeline, config, config_path: str | None) -> None:
+    """The pipeline's model logs `request_log_sampling` of its requests where the skew check
+    reads them (`layout.request_log_prefix`), unless models.config already says otherwise;
+    written into models.config, which the server re-reads."""
+    from serving import model_config
+
+    rate = pipeline.request_log_sampling if args.request_log_sampling_rate is None else args.request_log_sampling_rate
+    model = model_config.find(config, pipeline.model_name)
+    if not rate or model is None or model.HasField("logging_config"):
+        return
+    prefix = args.request_log_prefix or layout.request_log_prefix(os.path.abspath(args.workdir), pipeline.model_name)
+    model_config.set_request_log(config, pipeline.model_name, rate, prefix)
+    if config_path:
+        model_config.write(config, config_path)
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:

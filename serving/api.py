@@ -52,6 +52,16 @@ def predict(servable: Servable, signature: str | None, inputs: dict[str, np.ndar
       FailedPrecondition: no such signature.
       InvalidArgument: inputs the signature does not take (TF Serving's texts), a shape it rejects.
     """
+    name, future = predict_future(servable, signature, inputs, output_filter)
+    return name, future.result()
+
+
+def predict_future(servable: Servable, signature: str | None, inputs: dict[str, np.ndarray], output_filter=()):
+    """`predict` with the outputs as a Future: (signature name, Future of the outputs).
+
+    Raises:
+      FailedPrecondition, InvalidArgument: as `predict`, before anything runs.
+    """
     name = signature or DEFAULT_SIGNATURE
     if name not in servable.signature_defs or name.startswith("__"):
         raise FailedPrecondition(f"Serving signature key \"{name}\" not found.")
@@ -72,7 +82,7 @@ def predict(servable: Servable, signature: str | None, inputs: dict[str, np.ndar
             raise InvalidArgument(
                 f"input '{key}': shape {list(array.shape)} does not match the signature's {specs[key].shape.as_list()}"
             )
-    return name, servable.run(name, inputs, output_filter)
+    return name, servable.submit(name, inputs, output_filter)
 
 
 def _require_examples(examples: list[bytes]) -> None:

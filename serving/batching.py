@@ -58,19 +58,30 @@ class Batcher:
         self._thread.start()
 
     def __call__(self, inputs: Inputs) -> Outputs:
+        return self.submit(inputs).result()
+
+    def submit(self, inputs: Inputs) -> Future:
+        """The outputs, as a Future (an asyncio server awaits it without holding a thread);
+        a request that cannot be batched runs now, in the caller's thread."""
         rows = _rows(inputs)
         if not self._options.enabled or rows is None or rows >= self._options.max_batch_size:
-            self._on_batch(rows or 1)
-            return self._fn(inputs)
+            future: Future = Future()
+            try:
+                self._on_batch(rows or 1)
+                future.set_result(self._fn(inputs))
+            except Exception as e:  # noqa: BLE001  handed to the caller
+                future.set_exception(e)
+            return future
         item = _Item(inputs, rows, Future())
         with self._count_lock:
             self._in_flight += 1
-        try:
-            self._queue.put(item)
-            return item.future.result()
-        finally:
-            with self._count_lock:
-                self._in_flight -= 1
+        item.future.add_done_callback(self._answered)
+        self._queue.put(item)
+        return item.future
+
+    def _answered(self, _future: Future) -> None:
+        with self._count_lock:
+            self._in_flight -= 1
 
     def close(self) -> None:
         self._queue.put(None)

@@ -3,6 +3,8 @@ and ModelService.GetModelStatus, with the `tensorflow-serving-api` protos and st
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from concurrent import futures
 
@@ -16,7 +18,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from serving import api, tensors
+from serving import api, request_log, tensors
 from serving.errors import InvalidArgument, ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
@@ -63,44 +65,59 @@ def _examples(input_proto) -> list[bytes]:
 
 
 class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, manager: ModelManager, metrics: Metrics):
-        self._manager, self._metrics = manager, metrics
+    """asyncio handlers: Predict awaits the batcher's Future without holding a thread; the
+    others run in a small thread pool (they call the model synchronously)."""
 
-    def _call(self, api_name: str, model: str, context, fn):
+    def __init__(self, manager: ModelManager, metrics: Metrics, executor: futures.ThreadPoolExecutor):
+        self._manager, self._metrics, self._executor = manager, metrics, executor
+
+    async def _call(self, api_name: str, model: str, context, fn):
         start = time.perf_counter()
         code = "OK"
         try:
-            return fn()
+            return await fn()
         except ServingError as e:
             code = e.code
-            context.abort(_GRPC_CODES.get(e.code, grpc.StatusCode.INTERNAL), str(e))
+            await context.abort(_GRPC_CODES.get(e.code, grpc.StatusCode.INTERNAL), str(e))
         except Exception as e:  # noqa: BLE001  reported to the client; the server keeps serving
+            if isinstance(e, grpc.aio.AbortError):
+                raise
             code = "INTERNAL"
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+            await context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
         finally:
             self._metrics.requests.labels(model, f"grpc_{api_name}", code).inc()
             self._metrics.latency.labels(model, f"grpc_{api_name}").observe(time.perf_counter() - start)
 
-    def Predict(self, request, context):
-        def run():
+    async def _in_thread(self, fn):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    def _log(self, servable, signature: str, request, response, make_log) -> None:
+        request_logger = self._manager.request_logger(servable.name)
+        if request_logger is not None and request_logger.sampled():
+            request_logger.log(make_log(request, response), request.model_spec, signature, servable.version)
+
+    async def Predict(self, request, context):
+        async def run():
             servable = self._manager.get(*_spec(request))
-            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-            signature, outputs = api.predict(servable, request.model_spec.signature_name or None, inputs,
-                                             tuple(request.output_filter))
+            inputs = {k: tensors.from_proto(v) for k, v in request.inputs.items()}
+            signature, future = api.predict_future(servable, request.model_spec.signature_name or None, inputs,
+                                                   tuple(request.output_filter))
+            outputs = await asyncio.wrap_future(future)
             response = predict_pb2.PredictResponse()
             response.model_spec.name = servable.name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
             for key, value in outputs.items():
                 response.outputs[key].CopyFrom(tensors.as_proto_field(value))
+            self._log(servable, signature, request, response, request_log.predict_log)
             return response
 
-        return self._call("predict", request.model_spec.name, context, run)
+        return await self._call("predict", request.model_spec.name, context, run)
 
-    def Classify(self, request, context):
+    async def Classify(self, request, context):
         def run():
             servable = self._manager.get(*_spec(request))
-            _, results = api.classify(servable, request.model_spec.signature_name or None, _examples(request.input))
+            signature, results = api.classify(servable, request.model_spec.signature_name or None, _examples(request.input))
             response = classification_pb2.ClassificationResponse()
             # MakeModelSpec with the request's signature name, as sent (classifier.cc RunClassify).
             response.model_spec.name = servable.name
@@ -110,26 +127,27 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
                 row = response.result.classifications.add()
                 for label, score in pairs:
                     row.classes.add(label=label, score=score)
+            self._log(servable, signature, request, response, request_log.classify_log)
             return response
 
-        return self._call("classify", request.model_spec.name, context, run)
+        return await self._call("classify", request.model_spec.name, context, lambda: self._in_thread(run))
 
-    def Regress(self, request, context):
+    async def Regress(self, request, context):
         def run():
             servable = self._manager.get(*_spec(request))
-            _, values = api.regress(servable, request.model_spec.signature_name or None, _examples(request.input))
+            signature, values = api.regress(servable, request.model_spec.signature_name or None, _examples(request.input))
             response = regression_pb2.RegressionResponse()
-            # MakeModelSpec with the request's signature name, as sent (classifier.cc RunClassify).
             response.model_spec.name = servable.name
             response.model_spec.signature_name = request.model_spec.signature_name
             response.model_spec.version.value = servable.version
             for v in values:
                 response.result.regressions.add(value=v)
+            self._log(servable, signature, request, response, request_log.regress_log)
             return response
 
-        return self._call("regress", request.model_spec.name, context, run)
+        return await self._call("regress", request.model_spec.name, context, lambda: self._in_thread(run))
 
-    def GetModelMetadata(self, request, context):
+    async def GetModelMetadata(self, request, context):
         def run():
             spec = _spec(request)
             # get_model_metadata_impl.cc ValidateGetModelMetadataRequest (REST sets the field itself).
@@ -140,24 +158,46 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
                     raise InvalidArgument(f"Metadata field {field} is not supported")
             return api.model_metadata(self._manager.get(*spec))
 
-        return self._call("metadata", request.model_spec.name, context, run)
+        return await self._call("metadata", request.model_spec.name, context, lambda: self._in_thread(run))
 
-    def GetModelStatus(self, request, context):
-        return self._call(
+    async def GetModelStatus(self, request, context):
+        return await self._call(
             "status", request.model_spec.name, context,
-            lambda: api.model_status(self._manager, *_spec(request)),
+            lambda: self._in_thread(lambda: api.model_status(self._manager, *_spec(request))),
         )
 
 
-def make_server(manager: ModelManager, metrics: Metrics, address: str, max_message_bytes: int, workers: int = 32):
+class GrpcServer:
+    """grpc.aio's server on its own event loop thread, driven from synchronous code."""
+
+    def __init__(self, manager: ModelManager, metrics: Metrics, address: str, max_message_bytes: int, workers: int):
+        self._executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
+        self._thread.start()
+        options = [("grpc.max_receive_message_length", max_message_bytes),
+                   ("grpc.max_send_message_length", max_message_bytes)]
+        self.port = self._run(self._create(_Servicer(manager, metrics, self._executor), address, options))
+
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    async def _create(self, servicer, address: str, options) -> int:
+        self._server = grpc.aio.server(options=options)
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(servicer, self._server)
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(servicer, self._server)
+        return self._server.add_insecure_port(address)
+
+    def start(self) -> None:
+        self._run(self._server.start())
+
+    def stop(self, grace: float) -> None:
+        self._run(self._server.stop(grace))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._executor.shutdown(wait=False)
+
+
+def make_server(manager: ModelManager, metrics: Metrics, address: str, max_message_bytes: int, workers: int = 8):
     """A started-later gRPC server bound to `address` ("host:port"); returns (server, port)."""
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers),
-        options=[("grpc.max_receive_message_length", max_message_bytes),
-                 ("grpc.max_send_message_length", max_message_bytes)],
-    )
-    servicer = _Servicer(manager, metrics)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(servicer, server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port(address)
-    return server, port
+    server = GrpcServer(manager, metrics, address, max_message_bytes, workers)
+    return server, server.port

@@ -31,12 +31,20 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-batching", action="store_true")
     p.add_argument("--max-body-bytes", type=int, default=16 << 20)
     p.add_argument("--port-file", help="write the chosen ports here (JSON) once serving")
+    p.add_argument("--request-log-max-file-bytes", type=int, default=16 << 20,
+                   help="a request log file is closed (and a new one started) past this size")
+    p.add_argument("--request-log-max-files", type=int, default=8, help="finished log files kept per model")
+    p.add_argument("--request-log-max-file-seconds", type=float, default=300.0,
+                   help="a request log file is closed after this long, so readers see recent traffic")
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-name", help="serve this model from --model-base-path")
     p.add_argument("--model-base-path", help="folder of numeric version folders")
-    p.add_argument("--model-config-file", help="TF Serving models.config")
+    p.add_argument("--model-config-file", help="TF Serving models.config (its logging_config turns request logs on)")
+    p.add_argument("--request-log-sampling-rate", type=float,
+                   help="log this share of --model-name's requests (TF Serving's LoggingConfig)")
+    p.add_argument("--request-log-prefix", help="request log files: <prefix>.<ms>.<n>.tfrecord")
 
 
 def serve(args: argparse.Namespace, config, config_path: str | None = None, prog: str = "serving") -> int:
@@ -46,12 +54,15 @@ def serve(args: argparse.Namespace, config, config_path: str | None = None, prog
       serving.errors.ServingError, OSError: the server cannot start (a port, a config).
     """
     from serving.batching import BatchOptions
+    from serving.request_log import LogLimits
     from serving.server import LocalModelServer, ServerOptions
 
     options = ServerOptions(
         host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port, poll_seconds=args.poll_seconds,
         max_body_bytes=args.max_body_bytes, port_file=args.port_file,
         batch=BatchOptions(args.max_batch_size, args.batch_timeout_ms, not args.no_batching),
+        log_limits=LogLimits(args.request_log_max_file_bytes, args.request_log_max_files,
+                             args.request_log_max_file_seconds),
     )
     server = LocalModelServer(config, options, config_path)
     server.start()
@@ -74,7 +85,13 @@ def model_config_from_args(args: argparse.Namespace):
     if args.model_base_path:
         if not args.model_name:
             raise InvalidArgument("--model-base-path needs --model-name")
-        return model_config.single_model(args.model_name, args.model_base_path), None
+        config = model_config.single_model(args.model_name, args.model_base_path)
+        if args.request_log_sampling_rate:
+            if not args.request_log_prefix:
+                raise InvalidArgument("--request-log-sampling-rate needs --request-log-prefix")
+            model_config.set_request_log(config, args.model_name, args.request_log_sampling_rate,
+                                         args.request_log_prefix)
+        return config, None
     if args.model_config_file:
         return model_config.load(args.model_config_file), args.model_config_file
     raise InvalidArgument("give --model-name and --model-base-path, or --model-config-file")

@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+from concurrent.futures import Future
 
 import numpy as np
 import tensorflow as tf
@@ -21,7 +22,7 @@ from google.protobuf import text_format
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from serving import model_config
+from serving import model_config, request_log
 from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.layout import discover
@@ -100,6 +101,14 @@ class Servable:
         Raises:
           InvalidArgument: inputs the graph rejects, or an unknown output in `output_filter`.
         """
+        return self.submit(signature, inputs, output_filter).result()
+
+    def submit(self, signature: str, inputs: dict[str, np.ndarray], output_filter=()) -> Future:
+        """`run`, as a Future of the outputs (the asyncio gRPC server awaits it).
+
+        Raises:
+          InvalidArgument: an unknown or repeated output in `output_filter` (at once).
+        """
         with self._lock:
             batcher = self._batchers.get(signature)
             if batcher is None:
@@ -118,8 +127,19 @@ class Servable:
             if alias in seen:
                 raise InvalidArgument(f"duplicate output tensor alias: {alias}")
             seen.add(alias)
-        outputs = batcher(inputs)
-        return {k: v for k, v in outputs.items() if k in seen} if seen else outputs
+        future = batcher.submit(inputs)
+        if not seen:
+            return future
+        filtered: Future = Future()
+
+        def keep(done: Future) -> None:
+            if done.exception() is not None:
+                filtered.set_exception(done.exception())
+            else:
+                filtered.set_result({k: v for k, v in done.result().items() if k in seen})
+
+        future.add_done_callback(keep)
+        return filtered
 
     @staticmethod
     def _call(fn, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -219,7 +239,9 @@ class ModelManager:
         poll_seconds: float = 1.0,
         batch: BatchOptions = BatchOptions(),
         metrics: Metrics | None = None,
+        log_limits: request_log.LogLimits = request_log.LogLimits(),
     ):
+        """Raises InvalidArgument: a model's logging_config is not one this server can write."""
         self._config, self._config_path = config, config_path
         self._poll_seconds, self._batch, self._metrics = poll_seconds, batch, metrics
         self._lock = threading.Lock()
@@ -228,6 +250,9 @@ class ModelManager:
         self._failed: dict[tuple[str, int], float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._log_limits = log_limits
+        self._loggers: dict[str, tuple[bytes, request_log.RequestLogger]] = {}
+        self._sync_loggers(config)
 
     # -- polling -------------------------------------------------------------------
     def start(self) -> None:
@@ -237,6 +262,31 @@ class ModelManager:
 
     def stop(self) -> None:
         self._stop.set()
+        for _, request_logger in self._loggers.values():
+            request_logger.close()
+
+    def request_logger(self, name: str) -> request_log.RequestLogger | None:
+        """The model's request log, if its logging_config asks for one."""
+        entry = self._loggers.get(name)
+        return entry[1] if entry else None
+
+    def _sync_loggers(self, config: model_config.ModelServerConfig) -> None:
+        """One RequestLogger per model with a logging_config; a changed config gets a new one.
+
+        Raises:
+          InvalidArgument: a logging_config this server cannot write (nothing changes then).
+        """
+        wanted = {m.name: m.logging_config for m in config.model_config_list.config
+                  if m.HasField("logging_config") and m.logging_config.sampling_config.sampling_rate > 0}
+        for name, logging_config in wanted.items():
+            request_log.check(name, logging_config)
+        for name in list(self._loggers):
+            if name not in wanted or wanted[name].SerializeToString(deterministic=True) != self._loggers[name][0]:
+                self._loggers.pop(name)[1].close()
+        for name, logging_config in wanted.items():
+            if name not in self._loggers:
+                self._loggers[name] = (logging_config.SerializeToString(deterministic=True),
+                                       request_log.RequestLogger(name, logging_config, self._log_limits, self._metrics))
 
     def _loop(self) -> None:
         while not self._stop.wait(self._poll_seconds):
@@ -248,7 +298,9 @@ class ModelManager:
     def _reload_config(self) -> None:
         if self._config_path:
             try:
-                self._config = model_config.load(self._config_path)
+                config = model_config.load(self._config_path)
+                self._sync_loggers(config)
+                self._config = config
             except ServingError as e:
                 logger.error("keeping the previous model config: %s", e)
 

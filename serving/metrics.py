@@ -30,5 +30,10 @@ class Metrics:
             "retrain_serving_load_failures", "Versions that failed to load.", ["model"], registry=self.registry,
         )
 
+        self.request_logs = Counter(
+            "retrain_serving_request_logs", "Sampled request logs: written, dropped (writer behind) or failed.",
+            ["model", "outcome"], registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

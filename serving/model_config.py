@@ -55,6 +55,20 @@ def single_model(
     return config
 
 
+def set_request_log(config: ModelServerConfig, name: str, sampling_rate: float, filename_prefix: str) -> None:
+    """Turns request logging on for one model: TF Serving's `logging_config` (LoggingConfig).
+
+    Raises:
+      InvalidArgument: no model of that name in the config.
+    """
+    model = find(config, name)
+    if model is None:
+        raise InvalidArgument(f"no model {name!r} in the model config")
+    model.logging_config.sampling_config.sampling_rate = sampling_rate
+    model.logging_config.log_collector_config.type = "tfrecord"
+    model.logging_config.log_collector_config.filename_prefix = os.path.abspath(filename_prefix)
+
+
 def load(path: str) -> ModelServerConfig:
     """Parses a models.config file.
 

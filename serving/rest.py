@@ -13,9 +13,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from google.protobuf import json_format
-from tensorflow_serving.apis import get_model_metadata_pb2
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    model_pb2,
+    predict_pb2,
+    regression_pb2,
+)
 
-from serving import api, tensors
+from serving import api, request_log, tensors
 from serving.errors import InvalidArgument, ResourceExhausted, ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
@@ -211,11 +217,49 @@ class _Handler(BaseHTTPRequestHandler):
             name, _ = servable.signature(signature)
             inputs, rows = tensors.predict_inputs(request, servable.input_specs(name))
             _, outputs = api.predict(servable, name, inputs)
+            self._log(servable, name, verb, inputs, outputs)
             return {"predictions": tensors.to_row_format(outputs)} if rows else {"outputs": tensors.to_columnar_format(outputs)}
         examples = tensors.examples_from_json(request)
         servable = self.server.manager.get(model, version, label)
         if verb == "classify":
-            _, results = api.classify(servable, signature, examples)
+            name, results = api.classify(servable, signature, examples)
+            self._log(servable, name, verb, examples, results)
             return {"results": [[[label_, score] for label_, score in r] for r in results]}
-        _, values = api.regress(servable, signature, examples)
+        name, values = api.regress(servable, signature, examples)
+        self._log(servable, name, verb, examples, values)
         return {"results": values}
+
+    def _log(self, servable, signature: str, verb: str, request_values, response_values) -> None:
+        """A sampled request in TF Serving's log format: the protos TF Serving's REST handler
+        builds from the JSON and logs (only built when this request is sampled)."""
+        request_logger = self.server.manager.request_logger(servable.name)
+        if request_logger is None or not request_logger.sampled():
+            return
+        spec = model_pb2.ModelSpec(name=servable.name, signature_name=signature)
+        if verb == "predict":
+            request = predict_pb2.PredictRequest(model_spec=spec)
+            response = predict_pb2.PredictResponse(model_spec=spec)
+            for key, value in request_values.items():
+                request.inputs[key].CopyFrom(tensors.as_proto_field(value))
+            for key, value in response_values.items():
+                response.outputs[key].CopyFrom(tensors.as_proto_field(value))
+            log = request_log.predict_log(request, response)
+        elif verb == "classify":
+            request = classification_pb2.ClassificationRequest(model_spec=spec)
+            response = classification_pb2.ClassificationResponse(model_spec=spec)
+            for example in request_values:
+                request.input.example_list.examples.add().ParseFromString(example)
+            for pairs in response_values:
+                row = response.result.classifications.add()
+                for label_, score in pairs:
+                    row.classes.add(label=label_, score=score)
+            log = request_log.classify_log(request, response)
+        else:
+            request = regression_pb2.RegressionRequest(model_spec=spec)
+            response = regression_pb2.RegressionResponse(model_spec=spec)
+            for example in request_values:
+                request.input.example_list.examples.add().ParseFromString(example)
+            for value in response_values:
+                response.result.regressions.add(value=value)
+            log = request_log.regress_log(request, response)
+        request_logger.log(log, spec, signature, servable.version)

@@ -19,6 +19,7 @@ from serving import grpc_service, model_config
 from serving.batching import BatchOptions
 from serving.manager import ModelManager
 from serving.metrics import Metrics
+from serving.request_log import LogLimits
 from serving.rest import DEFAULT_MAX_BODY_BYTES, RestServer
 
 logger = logging.getLogger(__name__)
@@ -33,13 +34,15 @@ class ServerOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     batch: BatchOptions = BatchOptions()
     port_file: str | None = None
+    log_limits: LogLimits = LogLimits()
 
 
 class LocalModelServer:
     def __init__(self, config: model_config.ModelServerConfig, options: ServerOptions, config_path: str | None = None):
         self.options = options
         self.metrics = Metrics()
-        self.manager = ModelManager(config, config_path, options.poll_seconds, options.batch, self.metrics)
+        self.manager = ModelManager(config, config_path, options.poll_seconds, options.batch, self.metrics,
+                                    options.log_limits)
         self.rest = RestServer((options.host, options.rest_port), self.manager, self.metrics, options.max_body_bytes)
         self.grpc, self.grpc_port = grpc_service.make_server(
             self.manager, self.metrics, f"{options.host}:{options.grpc_port}", options.max_body_bytes
@@ -58,9 +61,9 @@ class LocalModelServer:
                              json.dumps({"rest": self.rest_port, "grpc": self.grpc_port, "pid": os.getpid()}))
 
     def stop(self) -> None:
-        self.manager.stop()
         self.rest.shutdown()
         self.grpc.stop(grace=2)
+        self.manager.stop()  # after the last request: closes the request logs
 
     def wait(self) -> None:
         done = threading.Event()

@@ -1,0 +1,260 @@
+"""Request logging in TF Serving's format: sampled requests and responses as `PredictionLog`
+protos in TFRecord files, configured per model by the `logging_config` TF Serving's
+`--model_config_file` accepts (`LoggingConfig`: `sampling_config.sampling_rate`,
+`log_collector_config.{type, filename_prefix}`).
+
+    config {
+      name: "taxi" base_path: "/srv/serving/taxi" model_platform: "tensorflow"
+      logging_config {
+        sampling_config { sampling_rate: 0.1 }
+        log_collector_config { type: "tfrecord" filename_prefix: "/srv/request_logs/taxi/log" }
+      }
+    }
+
+TF Serving's open-source build registers no log collector (it is a plug-in point,
+`core/log_collector.h`); this server's collector type is "tfrecord": files
+`<filename_prefix>.<start ms>.<n>.tfrecord`, each closed after `max_file_bytes` or
+`max_file_seconds`, written under a `.part` name until then, the oldest removed beyond
+`max_files`. A request never waits on disk: the sampled log goes to a bounded queue that one
+thread writes; when the queue is full the log is dropped and counted
+(`retrain_serving_request_logs{outcome="dropped"}`), never the request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import logging
+import os
+import queue
+import random
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow_serving.apis import prediction_log_pb2
+from tensorflow_serving.config import logging_config_pb2
+
+from serving.errors import InvalidArgument
+
+logger = logging.getLogger(__name__)
+
+COLLECTOR_TYPE = "tfrecord"
+SUFFIX = ".tfrecord"
+PART = ".part"
+
+
+@dataclasses.dataclass(frozen=True)
+class LogLimits:
+    """How much request log a model may keep on disk, and how long a file stays open."""
+
+    max_file_bytes: int = 16 << 20
+    max_files: int = 8
+    max_file_seconds: float = 300.0
+    queue_size: int = 10_000
+
+
+def check(name: str, config: logging_config_pb2.LoggingConfig) -> None:
+    """Validates a model's `logging_config`.
+
+    Raises:
+      InvalidArgument: a sampling rate outside [0, 1], an unknown collector type, or no prefix.
+    """
+    rate = config.sampling_config.sampling_rate
+    if not 0.0 <= rate <= 1.0:
+        raise InvalidArgument(f"model {name}: logging_config sampling_rate {rate} is not within [0, 1]")
+    collector = config.log_collector_config
+    if collector.type != COLLECTOR_TYPE:
+        raise InvalidArgument(f"model {name}: log collector type {collector.type!r} is not supported "
+                              f"(this server writes {COLLECTOR_TYPE!r})")
+    if not collector.filename_prefix:
+        raise InvalidArgument(f"model {name}: log_collector_config needs a filename_prefix")
+
+
+def log_files(filename_prefix: str) -> list[str]:
+    """The finished log files of a prefix, oldest first (files still being written are not listed)."""
+    return sorted(glob.glob(glob.escape(filename_prefix) + ".*" + SUFFIX), key=_order)
+
+
+def _order(path: str) -> tuple[int, int]:
+    parts = os.path.basename(path)[: -len(SUFFIX)].rsplit(".", 2)
+    try:
+        return int(parts[-2]), int(parts[-1])
+    except (ValueError, IndexError):
+        return 0, 0
+
+
+def read(filename_prefix: str) -> Iterator[prediction_log_pb2.PredictionLog]:
+    """Every PredictionLog of a prefix's finished files, oldest first."""
+    for path in log_files(filename_prefix):
+        for record in tf.data.TFRecordDataset(path):
+            yield prediction_log_pb2.PredictionLog.FromString(record.numpy())
+
+
+class RequestLogger:
+    """One model's sampled request log."""
+
+    def __init__(self, name: str, config: logging_config_pb2.LoggingConfig, limits: LogLimits = LogLimits(),
+                 metrics=None):
+        check(name, config)
+        self.name, self.rate, self._limits, self._metrics = name, config.sampling_config.sampling_rate, limits, metrics
+        self.prefix = config.log_collector_config.filename_prefix
+        self._sampling = logging_config_pb2.SamplingConfig()
+        self._sampling.CopyFrom(config.sampling_config)
+        self._queue: queue.Queue[prediction_log_pb2.PredictionLog | None] = queue.Queue(limits.queue_size)
+        self._thread = threading.Thread(target=self._write_loop, name=f"request-log-{name}", daemon=True)
+        self._thread.start()
+
+    def sampled(self) -> bool:
+        """Whether this request is logged (TF Serving samples each request independently)."""
+        return self.rate > 0 and (self.rate >= 1 or random.random() < self.rate)
+
+    def log(self, log: prediction_log_pb2.PredictionLog, model_spec, signature: str, version: int) -> None:
+        """Queues one log with its LogMetadata; drops it (counted) if the writer is behind."""
+        metadata = log.log_metadata
+        metadata.model_spec.CopyFrom(model_spec)
+        metadata.model_spec.signature_name = signature
+        metadata.model_spec.version.value = version
+        metadata.sampling_config.CopyFrom(self._sampling)
+        metadata.saved_model_tags.append(tf.saved_model.SERVING)
+        try:
+            self._queue.put_nowait(log)
+        except queue.Full:
+            self._count("dropped")
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Writes what is queued, closes the current file."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _count(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.request_logs.labels(self.name, outcome).inc()
+
+    def _write_loop(self) -> None:
+        writer, path, size, opened = None, "", 0, 0.0
+        seq = 0
+        while True:
+            try:
+                item = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                item = False  # no log for a second: close an old file all the same
+            if writer is not None and (item is None or size >= self._limits.max_file_bytes
+                                       or time.monotonic() - opened >= self._limits.max_file_seconds):
+                writer.close()
+                os.replace(path, path[: -len(PART)])
+                writer = None
+                self._trim()
+            if item is None:
+                return
+            if item is False:
+                continue
+            if writer is None:
+                os.makedirs(os.path.dirname(os.path.abspath(self.prefix)), exist_ok=True)
+                seq += 1
+                path = f"{self.prefix}.{int(time.time() * 1000)}.{seq}{SUFFIX}{PART}"
+                writer, size, opened = tf.io.TFRecordWriter(path), 0, time.monotonic()
+            try:
+                data = item.SerializeToString()
+                writer.write(data)
+                size += len(data) + 16  # TFRecord framing: length, two CRCs
+                self._count("written")
+            except Exception:  # noqa: BLE001  a log that cannot be written must not stop the writer
+                logger.exception("request log %s: cannot write", self.prefix)
+                self._count("failed")
+
+    def _trim(self) -> None:
+        finished = log_files(self.prefix)
+        for old in finished[: max(0, len(finished) - self._limits.max_files)]:
+            try:
+                os.remove(old)
+            except OSError:
+                logger.warning("request log: cannot remove %s", old)
+
+
+def predict_log(request, response) -> prediction_log_pb2.PredictionLog:
+    log = prediction_log_pb2.PredictionLog()
+    log.predict_log.request.CopyFrom(request)
+    log.predict_log.response.CopyFrom(response)
+    return log
+
+
+def classify_log(request, response) -> prediction_log_pb2.PredictionLog:
+    log = prediction_log_pb2.PredictionLog()
+    log.classify_log.request.CopyFrom(request)
+    log.classify_log.response.CopyFrom(response)
+    return log
+
+
+def regress_log(request, response) -> prediction_log_pb2.PredictionLog:
+    log = prediction_log_pb2.PredictionLog()
+    log.regress_log.request.CopyFrom(request)
+    log.regress_log.response.CopyFrom(response)
+    return log
+
+
+def _merged(input_proto) -> list[bytes]:
+    kind = input_proto.WhichOneof("kind")
+    if kind == "example_list":
+        return [e.SerializeToString() for e in input_proto.example_list.examples]
+    if kind == "example_list_with_context":
+        context = input_proto.example_list_with_context.context
+        out = []
+        for e in input_proto.example_list_with_context.examples:
+            merged = tf.train.Example()
+            merged.CopyFrom(context)
+            merged.MergeFrom(e)
+            out.append(merged.SerializeToString())
+        return out
+    return []
+
+
+def _serialized_examples(values) -> list[bytes] | None:
+    """The values as serialized tf.Examples, or None if they are not."""
+    out = []
+    for value in values:
+        try:
+            example = tf.train.Example.FromString(value)
+        except Exception:  # noqa: BLE001  (protobuf's DecodeError): not an Example
+            return None
+        if not example.features.feature:
+            return None
+        out.append(value)
+    return out
+
+
+def _feature(values) -> tf.train.Feature:
+    flat = np.asarray(values).ravel()
+    if flat.dtype.kind in "OSU":
+        return tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[v if isinstance(v, bytes) else str(v).encode() for v in flat]))
+    if flat.dtype.kind in "iub":
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=flat.astype(np.int64).tolist()))
+    return tf.train.Feature(float_list=tf.train.FloatList(value=flat.astype(np.float32).tolist()))
+
+
+def logged_examples(log: prediction_log_pb2.PredictionLog) -> list[bytes]:
+    """The examples a logged request carried, serialized: classify/regress inputs (context
+    merged in), or a predict request's serialized tf.Examples, or its named input tensors
+    as one example per row (feature = input name)."""
+    kind = log.WhichOneof("log_type")
+    if kind in ("classify_log", "regress_log"):
+        return _merged(getattr(log, kind).request.input)
+    if kind != "predict_log":
+        return []
+    inputs = log.predict_log.request.inputs
+    for proto in inputs.values():
+        if proto.dtype == types_pb2.DT_STRING:
+            found = _serialized_examples(proto.string_val)
+            if found:
+                return found
+    arrays = {name: tf.make_ndarray(proto) for name, proto in inputs.items()}
+    rows = {a.shape[0] for a in arrays.values() if a.ndim}
+    if len(rows) != 1:
+        return []
+    [count] = rows
+    return [tf.train.Example(features=tf.train.Features(feature={
+        name: _feature(a[i]) for name, a in arrays.items()})).SerializeToString() for i in range(count)]
