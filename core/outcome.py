@@ -16,6 +16,7 @@ FAILED_SERVING_CHECK = "failed_serving_check"
 REJECTED = "rejected"
 NOT_PUSHED = "not_pushed"  # finished without a push for another reason (e.g. a skipped Pusher)
 STOPPED_BY_DATA_GATE = "stopped_by_data_gate"
+STOPPED_BY_SERVING_SKEW = "stopped_by_serving_skew"  # serving_skew.action: block
 AWAITING_APPROVAL = "awaiting_approval"
 FAILED_BACKFILLING = "failed_backfilling"
 FAILED_AT = "failed_at_"  # + the node id that did not finish
@@ -29,7 +30,8 @@ OUTCOME_LINE_KEYS = ("pipeline", "run_id", "span", "outcome", "reason", "report"
 _EXIT_CODES = {
     PUSHED: exit_codes.OK, NOT_BLESSED: exit_codes.OK, FAILED_SERVING_CHECK: exit_codes.OK,
     REJECTED: exit_codes.OK, NOT_PUSHED: exit_codes.OK,
-    STOPPED_BY_DATA_GATE: exit_codes.GATE_STOPPED, AWAITING_APPROVAL: exit_codes.AWAITING_APPROVAL,
+    STOPPED_BY_DATA_GATE: exit_codes.GATE_STOPPED, STOPPED_BY_SERVING_SKEW: exit_codes.GATE_STOPPED,
+    AWAITING_APPROVAL: exit_codes.AWAITING_APPROVAL,
     FAILED_BACKFILLING: exit_codes.FAILED,
 }
 

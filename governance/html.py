@@ -181,6 +181,27 @@ def render(r: dict) -> str:
         if gate.get("opt_out"):
             out.append("<p>Not watched for drift (opted out in the gate policy):</p><table><tr><th>feature</th><th>reason</th></tr>" + "".join(
                 f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in sorted(gate["opt_out"].items())) + "</table>")
+    skew = r.get("serving_skew")
+    if skew:
+        title = ("not checked" if not skew.get("checked") else "none" if not skew.get("skewed_features")
+                 else ("STOPPED the run: " if not skew.get("passed") else "WARNING: ") + ", ".join(skew["skewed_features"]))
+        out.append(f"<h2>Serving skew: {_e(title)}</h2>")
+        if not skew.get("checked"):
+            out.append(f"<p class=muted>{_e(skew.get('reason'))}</p>")
+        else:
+            checks = [(c, not c["drifted"]) for c in skew.get("skew") or []]
+            checks += [(c, not c["failed"]) for c in skew.get("completeness") or []]
+            checks.sort(key=lambda x: x[1])
+            out.append(
+                f"<p>Served version {_e(skew.get('served_version'))}: {_e(skew.get('examples'))} examples from "
+                f"{_e(skew.get('logged_requests'))} logged requests vs its training data (span "
+                f"{_e(skew.get('training_span'))}), with the data gate's limits; action <b>{_e(skew.get('action'))}</b>. "
+                f"Request logs: <code>{_e(skew.get('request_log_prefix'))}</code>.</p>"
+                f"<details{' open' if skew.get('skewed_features') else ''}><summary>every check, exceeded first</summary>"
+                "<table><tr><th>feature</th><th>measure</th><th>value</th><th>limit</th><th>result</th></tr>" + "".join(
+                    f"<tr><td>{_e(c['feature'])}</td><td>{_e(c['measure'])}</td><td>{c['value']:.4g}</td>"
+                    f"<td>{c['threshold']:.4g}</td><td>{_yes_no(ok, 'within', 'EXCEEDED')}</td></tr>"
+                    for c, ok in checks) + "</table></details>")
     if r.get("quarantine"):
         out.append("<h2>Quarantined spans</h2><table><tr><th>span</th><th>decision</th><th>by</th><th>at</th><th>reason</th></tr>" + "".join(
             f"<tr><td>{_e(d['span'])}</td><td>{_e(d['action'])}</td><td>{_e(d['decided_by'])}</td><td>{_e(d['decided_at'])}</td><td>{_e(d['reason'])}</td></tr>"

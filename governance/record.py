@@ -60,6 +60,7 @@ class RunRecord:
     data: dict[str, Any]
     schema: dict | None = None
     data_gate: dict | None = None
+    serving_skew: dict | None = None
     quarantine: list[dict] = dataclasses.field(default_factory=list)
     transform: dict | None = None
     trainer: dict | None = None
@@ -276,6 +277,10 @@ def classify(record: RunRecord) -> Outcome:
     if (gate and not gate.get("passed")) or (failed and failed.gate_stopped):
         features = ", ".join((gate or {}).get("blocking_features") or [])
         return Outcome(outcomes.STOPPED_BY_DATA_GATE, f"stopped by the data gate: {features}")
+    skew = record.serving_skew
+    if skew and not skew.get("passed"):
+        return Outcome(outcomes.STOPPED_BY_SERVING_SKEW,
+                       "stopped by serving skew: " + ", ".join(skew.get("skewed_features") or []))
     if failed is not None:
         if failed.approval_pending or (failed.node_id == N.APPROVAL_GATE and record.approval is None):
             return Outcome(outcomes.AWAITING_APPROVAL, failed.error or "no reviewer decision recorded")
@@ -350,6 +355,18 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
                 base = read_stats_file(os.path.join(baseline.uri, "FeatureStats.pb"))
                 r.data["baseline_span"] = props(baseline).get("span")
                 r.data["baseline_features"] = feature_summary(base) if base else []
+
+    skew = nodes.get(N.SERVING_SKEW)
+    if skew is not None:
+        report = skew.output("report")
+        path = os.path.join(report.uri, layout.SKEW_REPORT) if report else None
+        if not path or not os.path.exists(path):
+            found = glob.glob(os.path.join(pipeline_root, layout.SKEW_STOPPED_DIR, f"span-*-{skew.execution.id}",
+                                           layout.SKEW_REPORT))
+            path = found[0] if found else None
+        skew_report = _read_json(path)
+        if skew_report is not None:
+            r.serving_skew = {**skew_report, "report": path}
 
     r.quarantine = _quarantine(store, pipeline, r.span)
 

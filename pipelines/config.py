@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
+from components.serving_skew import SkewSettings
 from components.trainer.settings import TrainerSettings
 from core import deployment, layout, nodes
 from core import metadata as metadata_lib
@@ -91,6 +92,13 @@ class PipelineConfig:
     require_approval: bool = False
     # Pushed versions kept under the serving dir (older ones removed unless pinned/labelled).
     keep_versions: int = 5
+    # Share of the served model's requests `retrain serve` logs (TF Serving's LoggingConfig,
+    # PredictionLog TFRecords under <workdir>/request_logs/<model>/); 0 turns logging off.
+    request_log_sampling: float = 0.1
+    # The serving skew check (ServingSkew): the logged requests of the model being served vs
+    # the data it was trained on, with the data gate's calibrated limits. action: "block"
+    # stops the run before training, "warn" reports only, "off" skips the node's check.
+    serving_skew: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Direct runner mode: in_memory is several times faster on small spans.
     beam_mode: BeamMode = "in_memory"
     beam_workers: int = 0
@@ -115,6 +123,10 @@ class PipelineConfig:
     def metadata_store(self) -> metadata_lib.Store:
         """Where this process reads and writes ML Metadata (the environment may override)."""
         return metadata_lib.resolve(self.metadata, layout.metadata_path(self.workdir, self.pipeline_name))
+
+    @property
+    def skew_settings(self) -> SkewSettings:
+        return SkewSettings.from_dict(self.serving_skew)
 
     @property
     def example_gen_id(self) -> str:
@@ -238,6 +250,12 @@ def validate(config: PipelineConfig) -> None:
         raise ConfigError(f"min_eval_examples: must be at least 1, got {config.min_eval_examples}")
     if config.beam_workers < 0:
         raise ConfigError(f"beam_workers: must be >= 0, got {config.beam_workers}")
+    if not 0.0 <= config.request_log_sampling <= 1.0:
+        raise ConfigError(f"request_log_sampling: must be within [0, 1], got {config.request_log_sampling}")
+    try:
+        config.skew_settings  # noqa: B018 - validates the block
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"serving_skew: {e}") from e
     try:
         TrainerSettings.from_custom_config({"trainer": config.trainer})
     except (TypeError, ValueError) as e:

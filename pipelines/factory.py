@@ -20,9 +20,10 @@ from components.data_gate import measures as gate_measures
 from components.data_gate.component import DataGate, DataGateReport
 from components.evaluator.component import Evaluator
 from components.serving_check import ServingCheck
+from components.serving_skew import ServedModelStatisticsStrategy, ServingSkew
 from components.span_window import SpanWindowStrategy
 from components.trainer.component import Trainer
-from core import metadata, nodes, spans
+from core import layout, metadata, nodes, spans
 from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
 
@@ -35,6 +36,8 @@ NODE_STAGES = {
     nodes.EXAMPLE_VALIDATOR: "validate_data",
     nodes.BASELINE_RESOLVER: "validate_data",
     nodes.DATA_GATE: "validate_data",
+    nodes.SERVED_STATS_RESOLVER: "validate_data",
+    nodes.SERVING_SKEW: "validate_data",
     nodes.WINDOW_RESOLVER: "train",
     nodes.TRANSFORM: "train",
     nodes.TRAINER: "train",
@@ -197,6 +200,38 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         policy=json.dumps(config_lib.load_gate_policy(config).to_json_dict(), sort_keys=True),
     )
 
+    # The served model's traffic (its sampled request logs) vs the data it was trained on,
+    # with the gate's limits; with `serving_skew.action: block`, a skewed feature stops the
+    # run before training, as the gate does.
+    skew = config.skew_settings
+    serving_skew = None
+    if skew.action != "off":
+        served_stats_resolver = tfx.dsl.Resolver(
+            strategy_class=ServedModelStatisticsStrategy,
+            config={"serving_model_dir": config.serving_model_dir},
+            statistics=tfx.dsl.Channel(
+                type=tfx.types.standard_artifacts.ExampleStatistics,
+                producer_component_id=nodes.STATISTICS_GEN,
+                output_key="statistics",
+            ),
+            examples=tfx.dsl.Channel(
+                type=tfx.types.standard_artifacts.Examples,
+                producer_component_id=example_gen.id,
+                output_key="examples",
+            ),
+        ).with_id(nodes.SERVED_STATS_RESOLVER)
+        serving_skew = ServingSkew(
+            schema=schema_importer.outputs["schema"],
+            training_statistics=served_stats_resolver.outputs["statistics"],
+            training_examples=served_stats_resolver.outputs["examples"],
+            serving_model_dir=config.serving_model_dir,
+            request_log_prefix=layout.request_log_prefix(config.workdir, config.model_name),
+            policy=json.dumps(config_lib.load_gate_policy(config).to_json_dict(), sort_keys=True),
+            action=skew.action,
+            min_examples=skew.min_examples,
+            span=span,
+        ).with_id(nodes.SERVING_SKEW)
+
     # The training window: the newest ingestion of each span of the last `window_spans`
     # months that passed the gate (this span included: the gate ran first).
     first, last = spans.window(span, config.window_spans)
@@ -249,6 +284,9 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             "trainer": {"backup_root": config.trainer_backup_root, **config.trainer},
         },
     )
+
+    if serving_skew is not None and skew.action == "block":
+        trainer.add_upstream_node(serving_skew)
 
     # Candidate vs baseline on the eval splits of the window (the new span included): records
     # hash to the same split in every run, so neither model has trained on them, and both
@@ -306,6 +344,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         example_validator,
         baseline_resolver,
         data_gate,
+        *([served_stats_resolver, serving_skew] if serving_skew else []),
         window_resolver,
         transform,
         trainer,

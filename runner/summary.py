@@ -14,10 +14,13 @@ _SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy", "sparse_categoric
 # Every summary has these keys (None when the run did not get that far).
 _SUMMARY_KEYS = (
     "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
-    "data_gate", "training", "evaluation", "blessed", "serving_check", "pushed", "outcome", "error",
+    "data_gate", "serving_skew", "training", "evaluation", "blessed", "serving_check", "pushed", "outcome", "error",
 )
 _GATE_KEYS = ("passed", "blocking_features", "anomalies", "drift", "completeness", "volume", "opt_out",
               "baseline_span", "report")
+
+_SKEW_KEYS = ("checked", "passed", "action", "skewed_features", "reason", "served_version", "training_span",
+              "logged_requests", "examples", "report")
 
 
 def _evaluation(ev: dict | None) -> dict | None:
@@ -55,6 +58,7 @@ def build_summary(record: RunRecord) -> dict:
         "rows": record.data.get("rows"),
         "window_spans": sorted(w["span"] for w in window) if window else None,
         "data_gate": {k: gate.get(k) for k in _GATE_KEYS} if gate else None,
+        "serving_skew": {k: record.serving_skew.get(k) for k in _SKEW_KEYS} if record.serving_skew else None,
         "training": {k: v for k, v in record.training.items() if k not in ("loss_curve", "final_metrics")} or None
         if record.training else None,
         "evaluation": _evaluation(record.evaluation),
@@ -112,6 +116,16 @@ def format_summary(summary: dict) -> str:
         if gate.get("opt_out"):
             lines.append(f"  not watched      {', '.join(sorted(gate['opt_out']))} (opted out, reasons in the report)")
         lines.append(f"  gate report      {gate['report']}")
+    skew = summary.get("serving_skew")
+    if skew:
+        if not skew["checked"]:
+            lines.append(f"  serving skew     not checked: {skew['reason']}")
+        else:
+            verdict = ("none beyond the limits" if not skew["skewed_features"] else
+                       ("STOPPED: " if not skew["passed"] else "WARNING: ") + ", ".join(skew["skewed_features"]))
+            lines.append(f"  serving skew     version {skew['served_version']}'s {skew['examples']} logged examples"
+                         f" vs training span {skew['training_span']}: {verdict}")
+        lines.append(f"  skew report      {skew['report']}")
     training = summary.get("training")
     if training:
         lines.append(

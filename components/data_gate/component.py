@@ -118,8 +118,9 @@ def _blocking(feature: str, kind: str, measure: str, description: str) -> dict:
             "reasons": [{"type": measure, "description": description}]}
 
 
-def _drift_checks(measured: dict, policy: gate_policy.GatePolicy, overrides: dict, base_span) -> list[dict]:
-    """Every distance of every watched feature against its limit."""
+def drift_checks(measured: dict, policy: gate_policy.GatePolicy, overrides: dict, baseline: str) -> list[dict]:
+    """Every distance of every watched feature against its limit (`baseline` names what the
+    data is compared with in the messages: "span 201302", "training data (span 201302)")."""
     checks = []
     for feature, entry in sorted(measured.items()):
         if feature in policy.opt_out:
@@ -138,7 +139,7 @@ def _drift_checks(measured: dict, policy: gate_policy.GatePolicy, overrides: dic
                 "threshold": round(limit, 6), "k": k, "n_eff": round(entry["n_eff"], 1),
                 "limit_source": source, "drifted": value > limit,
                 "description": (
-                    f"{feature}: {gate_policy.MEASURE_NAMES[measure]} {value:.4g} vs span {base_span}"
+                    f"{feature}: {gate_policy.MEASURE_NAMES[measure]} {value:.4g} vs {baseline}"
                     f" {'exceeds' if value > limit else 'within'} the limit {limit:.4g}"
                     + (f" (k {k:g} / n_eff {entry['n_eff']:.0f}^{power:g}, {source})" if source != "schema" else " (schema)")
                 ),
@@ -146,8 +147,8 @@ def _drift_checks(measured: dict, policy: gate_policy.GatePolicy, overrides: dic
     return checks
 
 
-def _completeness_checks(measured: dict, policy: gate_policy.GatePolicy, absolute: dict, base_span) -> list[dict]:
-    """Missing-or-empty share per feature: vs the schema's limit and vs the baseline span."""
+def completeness_checks(measured: dict, policy: gate_policy.GatePolicy, absolute: dict, baseline: str | None) -> list[dict]:
+    """Missing-or-empty share per feature: vs the schema's limit and vs the baseline (if any)."""
     checks = []
     for feature, entry in sorted(measured.items()):
         share = entry["missing_share"]
@@ -160,7 +161,7 @@ def _completeness_checks(measured: dict, policy: gate_policy.GatePolicy, absolut
                                f" {'exceeds' if share > limit + 1e-9 else 'within'} the schema's limit {limit:.1%}"
                                " (1 - presence.min_fraction)",
             })
-        if base_span is not None:
+        if baseline is not None:
             base = entry["baseline_missing_share"]
             k, source = policy.k(feature, "missing")
             allowed = gate_policy.threshold("missing", k, entry["rows_n_eff"])
@@ -169,7 +170,7 @@ def _completeness_checks(measured: dict, policy: gate_policy.GatePolicy, absolut
                 "feature": feature, "measure": "missing_increase", "value": round(rise, 6),
                 "threshold": round(allowed, 6), "k": k, "n_eff": round(entry["rows_n_eff"], 1),
                 "limit_source": source, "failed": rise > allowed,
-                "description": f"{feature}: missing or empty share {share:.1%} vs {base:.1%} in span {base_span}"
+                "description": f"{feature}: missing or empty share {share:.1%} vs {base:.1%} in {baseline}"
                                f" (+{max(rise, 0):.1%}) {'exceeds' if rise > allowed else 'within'}"
                                f" the limit +{allowed:.1%} (k {k:g} / n_eff {entry['rows_n_eff']:.0f}^0.5, {source})",
             })
@@ -216,9 +217,10 @@ def evaluate_gate(
         for entry in measured.values():
             for m in gate_policy.MEASURES:
                 entry.pop(m, None)
-    drift = _drift_checks(measured, policy, _schema_comparators(schema), baseline_span) if has_base else []
-    completeness = _completeness_checks(
-        measured, policy, _absolute_missing_limits(schema), baseline_span if has_base else None
+    base_label = f"span {baseline_span}"
+    drift = drift_checks(measured, policy, _schema_comparators(schema), base_label) if has_base else []
+    completeness = completeness_checks(
+        measured, policy, _absolute_missing_limits(schema), base_label if has_base else None
     )
     volume = None
     if has_base:

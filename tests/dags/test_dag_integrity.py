@@ -67,7 +67,7 @@ def test_task_graph_equals_the_compiled_ir(parsed, dag_id):
     expected["governance_report"] = ["run_summary"]
     expected["run_summary"] = []
     assert parsed["downstream"][dag_id] == expected
-    assert len(template["nodes"]) == 13
+    assert len(template["nodes"]) == 15
 
 
 def test_parsing_imports_neither_tensorflow_nor_tfx(parsed):

@@ -22,11 +22,12 @@ import yaml
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from core import spans
+from core import layout, spans
 from runner import preflight
 from serving import history as serving_history
 from tests import corpus
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
+from tests.serving import traffic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 SPANS = (201610, 201611, 201612)
@@ -129,7 +130,7 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
         assert first_run["executions"][node] == 3  # two backfilled spans and this one
     for node in ("Transform", "Trainer", "Evaluator", "ServingCheck", "AtomicPusher"):
         assert first_run["executions"][node] == 1
-    assert re.search(r"\[ ?\d+/13\] Transform +complete", stderr)  # progress per component
+    assert re.search(r"\[ ?\d+/15\] Transform +complete", stderr)  # progress per component
     # Trained through the toolkit, checked in a real server process before the push.
     assert summary["training"]["strategy"] == "default" and summary["training"]["precision_policy"] == "float32"
     assert summary["serving_check"]["passed"], summary["serving_check"]
@@ -159,12 +160,23 @@ def test_pushed_model_answers_raw_examples_sensibly(env, first_run):
 
 def test_second_run_of_the_same_span_hits_the_cache(env, first_run):
     before, trainers = versions(env), executions(env, "Trainer")
+    # The served model's traffic since: its trip_miles sent in metres (a client's unit bug).
+    with open(os.path.join(spans.span_dir(TAXI_DATA, 201611), "data.csv"), newline="") as f:
+        rows = [{**r, "trip_miles": str(float(r["trip_miles"]) * 1609.34)} for r in csv.DictReader(f)]
+    traffic.log_traffic(layout.request_log_prefix(env["work"], "taxi"), TAXI_SCHEMA, "tips", rows,
+                        int(first_run["summary"]["pushed"]["version"]))
     code, summary, stderr = retrain(env)
     assert code == 0, stderr[-3000:]
     for node in ("CsvExampleGen", "StatisticsGen", "DataGate", "Transform", "Trainer"):
         assert summary["nodes"][node]["status"] == "cached", node
     assert executions(env, "Trainer") == trainers
     assert summary["pushed"]["already_serving"] and versions(env) == before
+    # The served version's logged traffic vs the newest month it was trained on (found through
+    # ML Metadata): flagged, named, and only a warning with the shipped config.
+    skew = summary["serving_skew"]
+    assert skew["checked"] and skew["served_version"] == int(first_run["summary"]["pushed"]["version"])
+    assert skew["training_span"] == 201612 and skew["examples"] == len(rows)
+    assert skew["skewed_features"] == ["trip_miles"] and skew["passed"] and skew["action"] == "warn"
 
 
 # One case per kind of gate verdict (schema, drift, completeness, volume): that the pipeline

@@ -92,9 +92,18 @@ def gate_report(passed: bool, span: int = 201612, blocking=()) -> dict:
             "drift": [], "completeness": [], "volume": None, "opt_out": {}}
 
 
+def skew_report(action: str, skewed=()) -> dict:
+    check = {"feature": "trip_miles", "measure": "jsd", "value": 0.31, "threshold": 0.05, "drifted": bool(skewed),
+             "description": "trip_miles: Jensen-Shannon divergence 0.31 vs training data (span 201611) exceeds"}
+    return {"action": action, "checked": True, "passed": not (skewed and action == "block"),
+            "skewed_features": list(skewed), "served_version": 1700000000, "training_span": 201611,
+            "logged_requests": 120, "examples": 120, "skew": [check], "completeness": [],
+            "request_log_prefix": "/w/request_logs/taxi/log"}
+
+
 def write_run(store, root: str, scenario: str, run_id: str = "run-1", span: int = 201612) -> FakeRun:
     """A run that ends as `scenario`: pushed, not_blessed, failed_serving_check, rejected,
-    awaiting_approval, stopped_by_data_gate, trainer_crashed."""
+    awaiting_approval, stopped_by_data_gate, stopped_by_serving_skew, trainer_crashed."""
     run = FakeRun(store, root, run_id=run_id)
     examples = run.artifact("Examples", "examples", {"span": span})
     run.node(N.CSV_EXAMPLE_GEN, outputs={"examples": [examples]})
@@ -110,6 +119,16 @@ def write_run(store, root: str, scenario: str, run_id: str = "run-1", span: int 
     report = run.artifact("DataGateReport", "report", {"span": span, "passed": 1},
                           files={"report.json": gate_report(True, span)})
     run.node(N.DATA_GATE, inputs={"examples": [examples]}, outputs={"report": [report]})
+    if scenario == "stopped_by_serving_skew":
+        skew = run.node(N.SERVING_SKEW, "FAILED")
+        folder = os.path.join(root, "ServingSkew", "stopped", f"span-{span}-{skew.id}")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "report.json"), "w", encoding="utf-8") as f:
+            json.dump(skew_report("block", ["trip_miles"]), f)
+        return run
+    # Other runs: traffic skewed, but the config only warns.
+    skew = run.artifact("ServingSkewReport", "report", files={"report.json": skew_report("warn", ["trip_miles"])})
+    run.node(N.SERVING_SKEW, outputs={"report": [skew]})
     run.node(N.TRANSFORM, inputs={"examples": [examples]})
     if scenario == "trainer_crashed":
         run.node(N.TRAINER, "FAILED", inputs={"examples": [examples]})

@@ -24,6 +24,7 @@ SCENARIOS = {
     "rejected": (outcome.REJECTED, exit_codes.OK),
     "awaiting_approval": (outcome.AWAITING_APPROVAL, exit_codes.AWAITING_APPROVAL),
     "stopped_by_data_gate": (outcome.STOPPED_BY_DATA_GATE, exit_codes.GATE_STOPPED),
+    "stopped_by_serving_skew": (outcome.STOPPED_BY_SERVING_SKEW, exit_codes.GATE_STOPPED),
     "trainer_crashed": ("failed_at_Trainer", exit_codes.FAILED),
 }
 
@@ -50,7 +51,17 @@ def test_summary_report_registry_and_exit_code_agree(workdir, scenario):
     written = report_lib.write(record, root)
     assert record.outcome.name == summary["outcome"] == written["report"]["outcome"] == expected
     assert outcome.exit_code(summary["outcome"]) == record.outcome.exit_code == code
-    assert os.path.exists(written["html"]) and expected.replace("_", " ").upper() in open(written["html"]).read()
+    html = open(written["html"]).read()
+    assert os.path.exists(written["html"]) and expected.replace("_", " ").upper() in html
+    if scenario != "stopped_by_data_gate":  # the skew check ran: in the summary and the report
+        skew = summary["serving_skew"]
+        assert skew["skewed_features"] == ["trip_miles"] and skew["report"].endswith("report.json")
+        assert "Serving skew: " in html and "trip_miles" in html
+        assert "serving skew" in summary_lib.format_summary(summary)
+        if scenario == "stopped_by_serving_skew":
+            assert record.outcome.reason == "stopped by serving skew: trip_miles" and not skew["passed"]
+        else:
+            assert skew["passed"] and "WARNING: trip_miles" in html
     rows = registry.candidates(store, "taxi", root, workdir, "taxi")
     if record.model:  # runs that produced a candidate are in the registry, with the same outcome
         [row] = rows
@@ -133,7 +144,8 @@ def test_unknown_run_is_a_lookup_error(workdir):
 
 def test_every_outcome_has_an_exit_code():
     for name in (outcome.PUSHED, outcome.NOT_BLESSED, outcome.FAILED_SERVING_CHECK, outcome.REJECTED,
-                 outcome.NOT_PUSHED, outcome.STOPPED_BY_DATA_GATE, outcome.AWAITING_APPROVAL,
+                 outcome.NOT_PUSHED, outcome.STOPPED_BY_DATA_GATE, outcome.STOPPED_BY_SERVING_SKEW,
+                 outcome.AWAITING_APPROVAL,
                  outcome.FAILED_BACKFILLING, "failed_at_Transform"):
         assert outcome.exit_code(name) in (0, 1, 3, 4)
     with pytest.raises(ValueError, match="unknown run outcome"):

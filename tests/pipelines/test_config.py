@@ -56,6 +56,10 @@ def test_overrides_win_and_none_is_ignored():
         ({"slice_features": "hour"}, "slice_features: expected a list"),
         ({"run_fn": "nodots"}, "run_fn: expected a dotted path"),
         ({"colour": "red"}, "unknown config field.*colour"),
+        ({"request_log_sampling": 1.5}, r"request_log_sampling: must be within \[0, 1\]"),
+        ({"serving_skew": {"action": "panic"}}, "serving_skew: action 'panic' is not one of block, warn, off"),
+        ({"serving_skew": {"min_examples": 0}}, "serving_skew: min_examples must be an integer >= 1"),
+        ({"serving_skew": {"threshold": 1}}, r"serving_skew: unknown key\(s\) \['threshold'\]"),
     ],
 )
 def test_bad_values_name_the_field(change, message):

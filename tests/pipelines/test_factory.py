@@ -16,6 +16,8 @@ EXPECTED_UPSTREAM = {
     "ExampleValidator": {"StatisticsGen", "ImportSchemaGen"},
     "baseline_resolver": set(),
     "DataGate": {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "baseline_resolver"},
+    "served_model_statistics_resolver": set(),
+    "ServingSkew": {"ImportSchemaGen", "served_model_statistics_resolver"},
     "span_window_resolver": {"DataGate"},
     "Transform": {"span_window_resolver", "ImportSchemaGen"},
     "Trainer": {"span_window_resolver", "Transform", "ImportSchemaGen"},
@@ -60,6 +62,16 @@ def test_serving_check_can_be_disabled(tmp_path):
     c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612, "enable_serving_check": False})
     upstream = _upstream(c)
     assert "ServingCheck" not in upstream and upstream["AtomicPusher"] == {"Trainer", "Evaluator"}
+
+
+@pytest.mark.parametrize("action", ["block", "off"])
+def test_serving_skew_blocks_training_or_is_left_out(tmp_path, action):
+    c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612, "serving_skew": {"action": action}})
+    upstream = _upstream(c)
+    if action == "block":
+        assert "ServingSkew" in upstream["Trainer"]
+    else:
+        assert "ServingSkew" not in upstream and "served_model_statistics_resolver" not in upstream
 
 
 def test_span_is_required():

@@ -1,0 +1,90 @@
+"""The serving skew check on logged traffic: requests written by the server's request logger
+(TF Serving PredictionLogs), read back, and compared with the training month's TFDV
+statistics using the shipped taxi gate policy.
+
+Traffic drawn from the training distribution (the next real month) passes; the same month
+sent with a unit change in one feature, or with a feature left out of the requests, is
+flagged and the feature named.
+"""
+
+import csv
+import os
+
+import pytest
+import tensorflow_data_validation as tfdv
+
+from components import serving_skew
+from components.data_gate import measures
+from core import spans
+from pipelines import config as config_lib
+from runner import preflight
+from tests.conftest import TAXI_CONFIG, TAXI_DATA
+from tests.serving import traffic
+
+# A large month to train on, and the next one as the served model's traffic.
+TRAINED_ON, TRAFFIC = 201504, 201505
+VERSION = 7
+
+
+@pytest.fixture(scope="module")
+def config():
+    return config_lib.load(TAXI_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def training_stats():
+    pattern = os.path.join(spans.span_dir(TAXI_DATA, TRAINED_ON), "*.csv")
+    return tfdv.generate_statistics_from_csv(pattern, stats_options=measures.stats_options())
+
+
+def _rows():
+    with open(os.path.join(spans.span_dir(TAXI_DATA, TRAFFIC), "data.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _check(tmp_path, config, training_stats, rows):
+    prefix = str(tmp_path / "logs" / "taxi")
+    traffic.log_traffic(prefix, config.schema_path, "tips", rows, VERSION)
+    stats, requests = serving_skew.serving_statistics(prefix, VERSION)
+    assert requests == -(-len(rows) // 4)
+    features = serving_skew.serving_features(preflight.load_schema(config.schema_path))
+    assert "tips" not in features and "fare" in features  # the label is not in the SERVING environment
+    return serving_skew.evaluate_skew(stats, training_stats, features, config_lib.load_gate_policy(config),
+                                      f"training data (span {TRAINED_ON})")
+
+
+def test_traffic_like_the_training_data_passes(tmp_path, config, training_stats):
+    result = _check(tmp_path, config, training_stats, _rows())
+    assert result["skewed_features"] == [], [c["description"] for c in result["skew"] if c["drifted"]]
+    assert result["examples"] == len(_rows())
+    assert {c["feature"] for c in result["skew"]} >= {"trip_miles", "fare", "payment_type"}  # every kind measured
+
+
+@pytest.mark.parametrize("change, feature", [
+    (lambda r: {**r, "trip_miles": str(float(r["trip_miles"]) * 1609.34) if r["trip_miles"] else ""}, "trip_miles"),
+    (lambda r: {**r, "payment_type": "Cash"}, "payment_type"),
+    (lambda r: {**r, "fare": ""}, "fare"),  # a client that stopped sending the feature
+])
+def test_shifted_traffic_is_flagged_and_the_feature_named(tmp_path, config, training_stats, change, feature):
+    result = _check(tmp_path, config, training_stats, [change(r) for r in _rows()])
+    assert feature in result["skewed_features"]
+    flagged = [c for c in result["skew"] + result["completeness"] if c["feature"] == feature
+               and (c.get("drifted") or c.get("failed"))]
+    assert flagged and all(f"vs training data (span {TRAINED_ON})" in c["description"]
+                           or f"in training data (span {TRAINED_ON})" in c["description"] for c in flagged)
+
+
+def test_logs_of_other_versions_are_not_counted(tmp_path, config):
+    prefix = str(tmp_path / "logs" / "taxi")
+    traffic.log_traffic(prefix, config.schema_path, "tips", _rows()[:8], VERSION)
+    assert serving_skew.serving_statistics(prefix, VERSION + 1) == (None, 0)
+
+
+def test_served_version_reads_the_newest_push_info(tmp_path):
+    base = tmp_path / "serving" / "taxi"
+    assert serving_skew.served_version(str(base)) is None
+    for version, model_id in ((100, 4), (200, 9)):
+        os.makedirs(base / str(version) / "assets.extra")
+        (base / str(version) / "assets.extra" / "push_info.json").write_text(f'{{"model_artifact_id": {model_id}}}')
+    os.makedirs(base / "300")  # not pushed by this pipeline: no push_info, its training data unknown
+    assert serving_skew.served_version(str(base)) == (200, {"model_artifact_id": 9})
