@@ -110,8 +110,9 @@ def _clients(ports: dict, bodies: list[bytes], requests: list):
     import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}")
-    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    # One connection per client thread, as REST's clients have (and as gRPC's performance
+    # guide advises for concurrent streams from one process).
+    channels: list = []
 
     def rest(i):
         conn = http.client.HTTPConnection("127.0.0.1", ports["rest"], timeout=30)
@@ -127,6 +128,8 @@ def _clients(ports: dict, bodies: list[bytes], requests: list):
         return call
 
     def grpc_call(i):
+        channels.append(grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}", options=[("grpc.use_local_subchannel_pool", 1)]))
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channels[-1])
         n = [i]
 
         def call():
@@ -134,7 +137,12 @@ def _clients(ports: dict, bodies: list[bytes], requests: list):
             stub.Predict(requests[n[0]], timeout=30)
         return call
 
-    return rest, grpc_call, channel
+    class _Channels:
+        def close(self):
+            for c in channels:
+                c.close()
+
+    return rest, grpc_call, _Channels()
 
 
 def main(argv=None) -> int:
