@@ -239,6 +239,17 @@ def evaluation(evaluation_uri: str, eval_config_json: str | None = None) -> dict
     }
 
 
+def _report_path(node, filename: str, pipeline_root: str, stopped_dir: str) -> str | None:
+    """A checking node's report: in its `report` artifact, or, when the check stopped the run
+    (TFX removes a failed execution's outputs), under `<pipeline_root>/<stopped_dir>/span-*-<execution>/`."""
+    report = node.output("report")
+    path = os.path.join(report.uri, filename) if report else None
+    if path and os.path.exists(path):
+        return path
+    found = glob.glob(os.path.join(pipeline_root, stopped_dir, f"span-*-{node.execution.id}", filename))
+    return found[0] if found else None
+
+
 def _quarantine(store, pipeline: str, span) -> list[dict]:
     """Quarantine decisions on this span and on the spans it was compared with or may
     train on: the last 24 months up to it."""
@@ -339,14 +350,9 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
 
     gate = nodes.get(N.DATA_GATE)
     if gate is not None:
-        report = gate.output("report")
-        path = os.path.join(report.uri, layout.GATE_REPORT) if report else None
-        if not path or not os.path.exists(path):
-            found = glob.glob(os.path.join(pipeline_root, layout.GATE_STOPPED_DIR, f"span-*-{gate.execution.id}",
-                                           layout.GATE_REPORT))
-            path = found[0] if found else None
-            if path is None and results:
-                path = next((x.gate_report for x in results if x.node_id == N.DATA_GATE and x.gate_report), None)
+        path = _report_path(gate, layout.GATE_REPORT, pipeline_root, layout.GATE_STOPPED_DIR)
+        if path is None and results:
+            path = next((x.gate_report for x in results if x.node_id == N.DATA_GATE and x.gate_report), None)
         gate_report = _read_json(path)
         if gate_report is not None:
             r.data_gate = {**gate_report, "report": path}
@@ -358,12 +364,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
 
     skew = nodes.get(N.SERVING_SKEW)
     if skew is not None:
-        report = skew.output("report")
-        path = os.path.join(report.uri, layout.SKEW_REPORT) if report else None
-        if not path or not os.path.exists(path):
-            found = glob.glob(os.path.join(pipeline_root, layout.SKEW_STOPPED_DIR, f"span-*-{skew.execution.id}",
-                                           layout.SKEW_REPORT))
-            path = found[0] if found else None
+        path = _report_path(skew, layout.SKEW_REPORT, pipeline_root, layout.SKEW_STOPPED_DIR)
         skew_report = _read_json(path)
         if skew_report is not None:
             r.serving_skew = {**skew_report, "report": path}

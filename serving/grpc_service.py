@@ -9,7 +9,6 @@ import time
 from concurrent import futures
 
 import grpc
-import tensorflow as tf
 from tensorflow_serving.apis import (
     classification_pb2,
     model_service_pb2_grpc,
@@ -46,22 +45,6 @@ def _spec(request):
     version = model_spec.version.value if model_spec.HasField("version") else None
     label = model_spec.version_label or None
     return model_spec.name, version, label
-
-
-def _examples(input_proto) -> list[bytes]:
-    kind = input_proto.WhichOneof("kind")
-    if kind == "example_list":
-        return [e.SerializeToString() for e in input_proto.example_list.examples]
-    if kind == "example_list_with_context":
-        ctx = input_proto.example_list_with_context.context
-        out = []
-        for e in input_proto.example_list_with_context.examples:
-            merged = tf.train.Example()
-            merged.CopyFrom(ctx)
-            merged.MergeFrom(e)
-            out.append(merged.SerializeToString())
-        return out
-    return []
 
 
 class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_service_pb2_grpc.ModelServiceServicer):
@@ -117,7 +100,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
     async def Classify(self, request, context):
         def run():
             servable = self._manager.get(*_spec(request))
-            signature, results = api.classify(servable, request.model_spec.signature_name or None, _examples(request.input))
+            signature, results = api.classify(servable, request.model_spec.signature_name or None, request_log.input_examples(request.input))
             response = classification_pb2.ClassificationResponse()
             # MakeModelSpec with the request's signature name, as sent (classifier.cc RunClassify).
             response.model_spec.name = servable.name
@@ -135,7 +118,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
     async def Regress(self, request, context):
         def run():
             servable = self._manager.get(*_spec(request))
-            signature, values = api.regress(servable, request.model_spec.signature_name or None, _examples(request.input))
+            signature, values = api.regress(servable, request.model_spec.signature_name or None, request_log.input_examples(request.input))
             response = regression_pb2.RegressionResponse()
             response.model_spec.name = servable.name
             response.model_spec.signature_name = request.model_spec.signature_name

@@ -196,7 +196,9 @@ def regress_log(request, response) -> prediction_log_pb2.PredictionLog:
     return log
 
 
-def _merged(input_proto) -> list[bytes]:
+def input_examples(input_proto) -> list[bytes]:
+    """A classify/regress `Input`'s examples, serialized, with the context merged into each
+    (a feature in both keeps the example's value, as TF Serving's merge does)."""
     kind = input_proto.WhichOneof("kind")
     if kind == "example_list":
         return [e.SerializeToString() for e in input_proto.example_list.examples]
@@ -242,7 +244,7 @@ def logged_examples(log: prediction_log_pb2.PredictionLog) -> list[bytes]:
     as one example per row (feature = input name)."""
     kind = log.WhichOneof("log_type")
     if kind in ("classify_log", "regress_log"):
-        return _merged(getattr(log, kind).request.input)
+        return input_examples(getattr(log, kind).request.input)
     if kind != "predict_log":
         return []
     inputs = log.predict_log.request.inputs

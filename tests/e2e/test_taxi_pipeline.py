@@ -102,20 +102,6 @@ def write_corrupted_span(env, span: int, mutate) -> None:
     spans.write_span(env["data"], span, header, [[r[h] for h in header] for r in rows])
 
 
-def _example(row: dict, types: dict) -> bytes:
-    feats = {}
-    for k, v in row.items():
-        if k == "tips" or v == "":
-            continue
-        if types[k] == 1:
-            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
-        elif types[k] == 2:
-            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
-        else:
-            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v)]))
-    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
-
-
 def test_first_run_backfills_trains_and_pushes(env, first_run):
     code, summary, stderr = first_run["code"], first_run["summary"], first_run["stderr"]
     assert code == 0, stderr[-3000:]
@@ -150,7 +136,7 @@ def test_pushed_model_answers_raw_examples_sensibly(env, first_run):
     types = {f.name: f.type for f in preflight.load_schema(TAXI_SCHEMA).feature}
     with open(os.path.join(spans.span_dir(TAXI_DATA, 201611), "data.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
-    out = serve(examples=tf.constant([_example(r, types) for r in rows]))["outputs"].numpy()
+    out = serve(examples=tf.constant([traffic.example(r, types, "tips").SerializeToString() for r in rows]))["outputs"].numpy()
     assert out.shape == (len(rows), 1)
     assert np.all((out >= 0) & (out <= 1))
     # Cash tips are not recorded in this data set: a sensible model has learnt that.
