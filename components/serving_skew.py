@@ -31,6 +31,7 @@ from tfx.dsl.components.common.resolver import ResolverStrategy
 from tfx.types import standard_artifacts
 from tfx.types.artifact import Artifact
 
+from components.atomic_pusher.executor import PUSH_INFO, existing_versions
 from components.span_window import span_of
 from core import files, layout, mlmd, nodes
 
@@ -41,7 +42,6 @@ STATS_FILE = "serving_stats.pb"
 STOPPED_DIR = os.path.basename(layout.SKEW_STOPPED_DIR)
 ACTIONS = ("block", "warn", "off")
 SERVING = "SERVING"  # TFDV's environment name for served data
-PUSH_INFO = os.path.join("assets.extra", "push_info.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +67,7 @@ class SkewSettings:
 
 def served_version(serving_model_dir: str) -> Optional[tuple[int, dict]]:
     """(version, its push_info) of the newest version under a model's serving folder, or None."""
-    if not os.path.isdir(serving_model_dir):
-        return None
-    for version in sorted((int(v) for v in os.listdir(serving_model_dir) if v.isdigit()), reverse=True):
+    for version in reversed(existing_versions(serving_model_dir)):
         try:
             with open(os.path.join(serving_model_dir, str(version), PUSH_INFO), encoding="utf-8") as f:
                 return version, json.load(f)
@@ -155,16 +153,25 @@ def serving_features(schema) -> list[str]:
     return sorted(out)
 
 
-def evaluate_skew(serving_stats, training_stats, features: list[str], policy, baseline: str) -> dict:
-    """The pure comparison: every measure of every feature against the gate's limits."""
-    from components.data_gate import measures
-    from components.data_gate.component import completeness_checks, drift_checks
+def evaluate_skew(serving_stats, training_stats, schema, policy, baseline: str) -> dict:
+    """The pure comparison: the traffic against the schema in its SERVING environment (a type
+    change, a value outside its domain, a required feature no longer sent: the data gate's
+    schema checks), and every measure of every served feature against the gate's limits."""
+    import tensorflow_data_validation as tfdv
 
+    from components.data_gate import measures
+    from components.data_gate.component import anomaly_entries, completeness_checks, drift_checks
+
+    features = serving_features(schema)
+    environment = SERVING if SERVING in schema.default_environment else None
+    anomalies = anomaly_entries(tfdv.validate_statistics(serving_stats, schema, environment=environment),
+                                "serving", "schema")
     measured = measures.measure_pair(serving_stats, training_stats, features)
     skew = drift_checks(measured, policy, {}, baseline)
     completeness = [c for c in completeness_checks(measured, policy, {}, baseline) if c["measure"] != "missing_share"]
-    skewed = sorted({c["feature"] for c in skew if c["drifted"]} | {c["feature"] for c in completeness if c["failed"]})
-    return {"skew": skew, "completeness": completeness, "skewed_features": skewed,
+    skewed = sorted({c["feature"] for c in skew if c["drifted"]} | {c["feature"] for c in completeness if c["failed"]}
+                    | {a["feature"] for a in anomalies})
+    return {"anomalies": anomalies, "skew": skew, "completeness": completeness, "skewed_features": skewed,
             "examples": measures.num_examples(serving_stats)}
 
 
@@ -209,12 +216,11 @@ def ServingSkew(
                                 f"{min_examples}: too little traffic to judge")
         else:
             schema_proto = tfdv.load_schema_text(io_utils.get_only_uri_in_dir(schema.uri))
-            features = serving_features(schema_proto)
             training = tfdv.load_stats_binary(os.path.join(
                 training_statistics.uri, "Split-train", "FeatureStats.pb"))
             limits = gate_policy.from_dict(json.loads(policy)) if policy else gate_policy.GatePolicy()
             baseline = f"training data (span {result['training_span']})"
-            result.update(evaluate_skew(stats, training, features, limits, baseline), checked=True)
+            result.update(evaluate_skew(stats, training, schema_proto, limits, baseline), checked=True)
             result["passed"] = not result["skewed_features"] or action != "block"
             with open(os.path.join(report.uri, STATS_FILE), "wb") as f:
                 f.write(stats.SerializeToString())
@@ -229,8 +235,10 @@ def ServingSkew(
     report.set_string_custom_property("skewed_features", ",".join(result["skewed_features"]))
     logger.info("Serving skew report: %s", path)
     if result["skewed_features"]:
-        details = "; ".join(c["description"] for c in result["skew"] + result["completeness"]
-                            if c.get("drifted") or c.get("failed"))
+        details = "; ".join([f"{a['feature']} (schema: {r['description'] or r['type']})"
+                             for a in result["anomalies"] for r in a["reasons"]]
+                            + [c["description"] for c in result["skew"] + result["completeness"]
+                               if c.get("drifted") or c.get("failed")])
         message = f"serving skew of version {result['served_version']} vs its training data: {details}. Report: {path}"
         if not result["passed"]:
             raise ServingSkewError(message)

@@ -189,6 +189,10 @@ def render(r: dict) -> str:
         if not skew.get("checked"):
             out.append(f"<p class=muted>{_e(skew.get('reason'))}</p>")
         else:
+            if skew.get("anomalies"):
+                out.append("<p>Against the schema (SERVING environment):</p><table><tr><th>feature</th><th>reasons</th></tr>"
+                           + "".join(f"<tr><td>{_e(a['feature'])}</td><td>{_e('; '.join(x.get('description') or x.get('type') for x in a['reasons']))}</td></tr>"
+                                     for a in skew["anomalies"]) + "</table>")
             checks = [(c, not c["drifted"]) for c in skew.get("skew") or []]
             checks += [(c, not c["failed"]) for c in skew.get("completeness") or []]
             checks.sort(key=lambda x: x[1])

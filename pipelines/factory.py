@@ -162,6 +162,9 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
 
     # Statistics of the new span: input to validation, the gate's checks and reports; with
     # percentiles, which the gate's scale and distribution measures read.
+    # The calibrated limits (gate.yaml), read once: the data gate and the serving skew check apply them.
+    gate_policy_json = json.dumps(config_lib.load_gate_policy(config).to_json_dict(), sort_keys=True)
+
     statistics_gen = tfx.components.StatisticsGen(
         examples=example_gen.outputs["examples"], stats_options=gate_measures.stats_options()
     )
@@ -197,7 +200,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         schema=schema_importer.outputs["schema"],
         anomalies=example_validator.outputs["anomalies"],
         baseline=baseline_resolver.outputs["report"],
-        policy=json.dumps(config_lib.load_gate_policy(config).to_json_dict(), sort_keys=True),
+        policy=gate_policy_json,
     )
 
     # The served model's traffic (its sampled request logs) vs the data it was trained on,
@@ -226,7 +229,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             training_examples=served_stats_resolver.outputs["examples"],
             serving_model_dir=config.serving_model_dir,
             request_log_prefix=layout.request_log_prefix(config.workdir, config.model_name),
-            policy=json.dumps(config_lib.load_gate_policy(config).to_json_dict(), sort_keys=True),
+            policy=gate_policy_json,
             action=skew.action,
             min_examples=skew.min_examples,
             span=span,

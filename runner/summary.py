@@ -19,7 +19,7 @@ _SUMMARY_KEYS = (
 _GATE_KEYS = ("passed", "blocking_features", "anomalies", "drift", "completeness", "volume", "opt_out",
               "baseline_span", "report")
 
-_SKEW_KEYS = ("checked", "passed", "action", "skewed_features", "reason", "served_version", "training_span",
+_SKEW_KEYS = ("checked", "passed", "action", "skewed_features", "anomalies", "reason", "served_version", "training_span",
               "logged_requests", "examples", "report")
 
 

@@ -82,7 +82,7 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
     async def Predict(self, request, context):
         async def run():
             servable = self._manager.get(*_spec(request))
-            inputs = {k: tensors.from_proto(v) for k, v in request.inputs.items()}
+            inputs = {k: tensors.from_proto(k, v) for k, v in request.inputs.items()}
             signature, future = api.predict_future(servable, request.model_spec.signature_name or None, inputs,
                                                    tuple(request.output_filter))
             outputs = await asyncio.wrap_future(future)

@@ -59,12 +59,13 @@ def as_proto_field(value: Any) -> tensor_pb2.TensorProto:
     return proto
 
 
-def from_proto(proto: tensor_pb2.TensorProto) -> np.ndarray:
-    """A request's TensorProto as a numpy array: strings and typed fields read directly, the
-    rest (tensor_content, other dtypes) through tf.make_ndarray.
+def from_proto(name: str, proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """A request's input `name` as a numpy array: strings read directly, the rest through
+    tf.make_ndarray.
 
     Raises:
-      InvalidArgument: a tensor whose values do not fill its shape.
+      InvalidArgument: "tensor parsing error: <name>", TF Serving's text for a TensorProto whose
+        values do not make its shape (tensorflow/cc/saved_model/util.cc GetInputValues).
     """
     shape = [d.size for d in proto.tensor_shape.dim]
     try:
@@ -74,7 +75,7 @@ def from_proto(proto: tensor_pb2.TensorProto) -> np.ndarray:
             return values.reshape(shape)
         return tf.make_ndarray(proto)
     except (ValueError, TypeError) as e:
-        raise InvalidArgument(f"tensor parsing error: {e}") from e
+        raise InvalidArgument(f"tensor parsing error: {name}") from e
 
 
 def _decode_b64(value: Any) -> Any:

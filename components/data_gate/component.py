@@ -68,7 +68,7 @@ def _split_uri(artifact, split: str) -> str:
     return artifact_utils.get_split_uri([artifact], split)
 
 
-def _anomaly_entries(anomalies: anomalies_pb2.Anomalies, split: str, kind: str) -> list[dict]:
+def anomaly_entries(anomalies: anomalies_pb2.Anomalies, split: str, kind: str) -> list[dict]:
     entries = []
     for feature, info in sorted(anomalies.anomaly_info.items()):
         reasons = [
@@ -210,7 +210,7 @@ def evaluate_gate(
     features = sorted(f.name for f in schema.feature)
     blocking = []
     for split, anomalies in sorted(anomalies_by_split.items()):
-        blocking += _anomaly_entries(anomalies, split, "schema")
+        blocking += anomaly_entries(anomalies, split, "schema")
     has_base = baseline_statistics is not None
     measured = measures.measure_pair(statistics, baseline_statistics if has_base else statistics, features)
     if not has_base:

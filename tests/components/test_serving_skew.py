@@ -47,15 +47,17 @@ def _check(tmp_path, config, training_stats, rows):
     traffic.log_traffic(prefix, config.schema_path, "tips", rows, VERSION)
     stats, requests = serving_skew.serving_statistics(prefix, VERSION)
     assert requests == -(-len(rows) // 4)
-    features = serving_skew.serving_features(preflight.load_schema(config.schema_path))
+    schema = preflight.load_schema(config.schema_path)
+    features = serving_skew.serving_features(schema)
     assert "tips" not in features and "fare" in features  # the label is not in the SERVING environment
-    return serving_skew.evaluate_skew(stats, training_stats, features, config_lib.load_gate_policy(config),
+    return serving_skew.evaluate_skew(stats, training_stats, schema, config_lib.load_gate_policy(config),
                                       f"training data (span {TRAINED_ON})")
 
 
 def test_traffic_like_the_training_data_passes(tmp_path, config, training_stats):
     result = _check(tmp_path, config, training_stats, _rows())
-    assert result["skewed_features"] == [], [c["description"] for c in result["skew"] if c["drifted"]]
+    assert result["skewed_features"] == [], ([c["description"] for c in result["skew"] if c["drifted"]],
+                                             result["anomalies"])
     assert result["examples"] == len(_rows())
     assert {c["feature"] for c in result["skew"]} >= {"trip_miles", "fare", "payment_type"}  # every kind measured
 
@@ -70,8 +72,23 @@ def test_shifted_traffic_is_flagged_and_the_feature_named(tmp_path, config, trai
     assert feature in result["skewed_features"]
     flagged = [c for c in result["skew"] + result["completeness"] if c["feature"] == feature
                and (c.get("drifted") or c.get("failed"))]
-    assert flagged and all(f"vs training data (span {TRAINED_ON})" in c["description"]
-                           or f"in training data (span {TRAINED_ON})" in c["description"] for c in flagged)
+    assert all(f"vs training data (span {TRAINED_ON})" in c["description"]
+               or f"in training data (span {TRAINED_ON})" in c["description"] for c in flagged)
+    assert flagged or [a for a in result["anomalies"] if a["feature"] == feature]
+
+
+def test_a_client_sending_another_type_or_an_unknown_category_is_flagged(tmp_path, config, training_stats):
+    """Not in the listed cases: what the schema already says about served data (TFDV's schema
+    validation in the SERVING environment), not only distribution distances."""
+    rows = [{**r, "payment_type": "Bitcoin"} if i % 2 else r for i, r in enumerate(_rows())]
+    prefix = str(tmp_path / "logs" / "taxi")
+    # trip_seconds sent as strings (1 = BYTES), half the payments of a type the schema does not know.
+    traffic.log_traffic(prefix, config.schema_path, "tips", rows, VERSION, types={"trip_seconds": 1})
+    stats, _ = serving_skew.serving_statistics(prefix, VERSION)
+    result = serving_skew.evaluate_skew(stats, training_stats, preflight.load_schema(config.schema_path),
+                                        config_lib.load_gate_policy(config), "training data")
+    assert {"payment_type", "trip_seconds"} <= {a["feature"] for a in result["anomalies"]}
+    assert {"payment_type", "trip_seconds"} <= set(result["skewed_features"])
 
 
 def test_logs_of_other_versions_are_not_counted(tmp_path, config):

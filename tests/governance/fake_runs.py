@@ -98,6 +98,8 @@ def skew_report(action: str, skewed=()) -> dict:
     return {"action": action, "checked": True, "passed": not (skewed and action == "block"),
             "skewed_features": list(skewed), "served_version": 1700000000, "training_span": 201611,
             "logged_requests": 120, "examples": 120, "skew": [check], "completeness": [],
+            "anomalies": [{"feature": "payment_type", "split": "serving", "kind": "schema", "reasons": [
+                {"type": "ENUM_TYPE_UNEXPECTED_STRING_VALUES", "description": "Unexpected string values: Bitcoin"}]}],
             "request_log_prefix": "/w/request_logs/taxi/log"}
 
 

@@ -56,7 +56,7 @@ def test_summary_report_registry_and_exit_code_agree(workdir, scenario):
     if scenario != "stopped_by_data_gate":  # the skew check ran: in the summary and the report
         skew = summary["serving_skew"]
         assert skew["skewed_features"] == ["trip_miles"] and skew["report"].endswith("report.json")
-        assert "Serving skew: " in html and "trip_miles" in html
+        assert "Serving skew: " in html and "trip_miles" in html and "Unexpected string values: Bitcoin" in html
         assert "serving skew" in summary_lib.format_summary(summary)
         if scenario == "stopped_by_serving_skew":
             assert record.outcome.reason == "stopped by serving skew: trip_miles" and not skew["passed"]

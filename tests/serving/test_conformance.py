@@ -351,6 +351,10 @@ def test_grpc_status_codes_and_texts_are_tf_servings(stubs):
         "Missing but required: {b}.")
     assert _rpc_error(predict, _predict_request("multi", a=[[1.0, 2.0]], c=[1])) == (
         invalid, "input tensor alias not found in signature: c. Inputs expected to be in the set {a,b}.")
+    # tensorflow/cc/saved_model/util.cc GetInputValues: values that do not make the shape.
+    req = _predict_request(examples=[example(1.0), example(2.0)])
+    req.inputs["examples"].tensor_shape.dim[0].size = 3
+    assert _rpc_error(predict, req) == (invalid, "tensor parsing error: examples")
     req = _predict_request(examples=[example(1.0)])
     req.output_filter.append("z")
     assert _rpc_error(predict, req) == (

@@ -25,9 +25,10 @@ def example(row: dict, types: dict, label: str) -> tf.train.Example:
 
 
 def log_traffic(prefix: str, schema_path: str, label: str, rows: list[dict], version: int, model: str = "taxi",
-                batch: int = 4) -> None:
-    """Logs `rows` as classify requests of `batch` examples to `version` of `model`."""
-    types = {f.name: f.type for f in preflight.load_schema(schema_path).feature}
+                batch: int = 4, types: dict | None = None) -> None:
+    """Logs `rows` as classify requests of `batch` examples to `version` of `model`; each
+    feature typed as the schema says, unless `types` says otherwise (a client's type bug)."""
+    types = {**{f.name: f.type for f in preflight.load_schema(schema_path).feature}, **(types or {})}
     logging_config = logging_config_pb2.LoggingConfig()
     logging_config.sampling_config.sampling_rate = 1.0
     logging_config.log_collector_config.type = request_log.COLLECTOR_TYPE
