@@ -20,6 +20,13 @@ from core import (
 logger = logging.getLogger(__name__)
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive; was {value}")
+    return value
+
+
 def add_server_options(p: argparse.ArgumentParser) -> None:
     """Network, polling, batching and size options shared with `retrain serve`."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
@@ -28,6 +35,8 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--poll-seconds", type=float, default=1.0)
     p.add_argument("--max-batch-size", type=int, default=64)
     p.add_argument("--batch-timeout-ms", type=float, default=2.0)
+    p.add_argument("--num-batch-threads", type=_positive_int, default=1,
+                   help="batches run at once (TF Serving's num_batch_threads; up to the cores the server has to itself)")
     p.add_argument("--no-batching", action="store_true")
     p.add_argument("--max-body-bytes", type=int, default=16 << 20)
     p.add_argument("--port-file", help="write the chosen ports here (JSON) once serving")
@@ -60,7 +69,7 @@ def serve(args: argparse.Namespace, config, config_path: str | None = None, prog
     options = ServerOptions(
         host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port, poll_seconds=args.poll_seconds,
         max_body_bytes=args.max_body_bytes, port_file=args.port_file,
-        batch=BatchOptions(args.max_batch_size, args.batch_timeout_ms, not args.no_batching),
+        batch=BatchOptions(args.max_batch_size, args.batch_timeout_ms, not args.no_batching, args.num_batch_threads),
         log_limits=LogLimits(args.request_log_max_file_bytes, args.request_log_max_files,
                              args.request_log_max_file_seconds),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ def test_concurrent_requests_are_merged_and_each_gets_its_own_rows():
             release.wait(10)
         return {"y": inputs["x"] * 2}
 
-    batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=200))
+    batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=200, num_batch_threads=1))
     results = {}
 
     def client(i, n):
@@ -45,7 +46,9 @@ def test_concurrent_requests_are_merged_and_each_gets_its_own_rows():
     others = [threading.Thread(target=client, args=(i, i)) for i in range(1, 6)]
     for t in others:
         t.start()
+    deadline = time.monotonic() + 10
     while batcher._in_flight < 6:  # every request is queued
+        assert time.monotonic() < deadline, "requests did not queue behind the held batch"
         threading.Event().wait(0.01)
     release.set()
     for t in [first, *others]:
@@ -55,6 +58,29 @@ def test_concurrent_requests_are_merged_and_each_gets_its_own_rows():
     for i in range(6):
         n = max(i, 1) if i else 1
         np.testing.assert_array_equal(results[i]["y"], np.full((n,), 2.0 * i))
+
+
+def test_batch_threads_run_batches_side_by_side():
+    # TF Serving's num_batch_threads: while one batch runs (held here), another one runs
+    # on the second thread instead of queuing behind it; with one thread it would wait.
+    held, release = threading.Event(), threading.Event()
+
+    def fn(inputs):
+        if inputs["x"][0] < 0:
+            held.set()
+            release.wait(10)
+        return {"y": inputs["x"] + 1}
+
+    batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=1, num_batch_threads=2))
+    slow = batcher.submit({"x": np.array([-1.0])})
+    assert held.wait(10)
+    assert batcher.submit({"x": np.array([1.0])}).result(timeout=5)["y"].tolist() == [2.0]
+    assert not slow.done()
+    release.set()
+    assert slow.result(timeout=10)["y"].tolist() == [0.0]
+    batcher.close()
+    with pytest.raises(ValueError, match="num_batch_threads must be positive; was 0"):
+        BatchOptions(num_batch_threads=0)
 
 
 def test_a_failing_request_does_not_fail_its_batch_neighbours():
