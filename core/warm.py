@@ -6,7 +6,8 @@ child: its own process (group), memory and crash, started in well under a second
 the ~15 s of imports a cold interpreter pays.
 
 One request per connection on a Unix socket:
-  client -> server  a 1-byte message carrying the write end of the output pipe (SCM_RIGHTS),
+  client -> server  a 1-byte message carrying the write end of the output pipe (SCM_RIGHTS;
+                    two pipes where the client reads stderr apart: stdout's, then stderr's),
                     then a frame {module, argv, env, cwd, python, fingerprint}: `python -m module argv`
   server -> client  {"pid": N} (the command's process group) or {"refused": reason},
                     later {"exit": code} (negative: killed by that signal, as subprocess says)
@@ -28,6 +29,7 @@ import select
 import socket
 import struct
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
@@ -90,17 +92,18 @@ def recv_frame(sock: socket.socket) -> dict | None:
     return message
 
 
-def send_fd(sock: socket.socket, fd: int) -> None:
-    socket.send_fds(sock, [b"F"], [fd])
+def send_fds(sock: socket.socket, fds: Sequence[int]) -> None:
+    socket.send_fds(sock, [b"F"], list(fds))
 
 
-def recv_fd(sock: socket.socket) -> int:
-    msg, fds, _, _ = socket.recv_fds(sock, 1, 1)
-    if msg != b"F" or len(fds) != 1:
+def recv_fds(sock: socket.socket) -> tuple[int, int]:
+    """(stdout's fd, stderr's fd): the same fd where the client sent one pipe."""
+    msg, fds, _, _ = socket.recv_fds(sock, 1, 2)
+    if msg != b"F" or len(fds) not in (1, 2):
         for fd in fds:
             os.close(fd)
-        raise ProtocolError("a request starts with the output pipe")
-    return fds[0]
+        raise ProtocolError("a request starts with the output pipe(s)")
+    return fds[0], fds[-1]
 
 
 def ping(path: str, timeout_s: float = 2.0) -> dict | None:
@@ -116,13 +119,15 @@ def ping(path: str, timeout_s: float = 2.0) -> dict | None:
 
 
 class WarmProcess:
-    """A command running in the warm runtime, used like `subprocess.Popen` (text stdout,
-    stderr merged into it): `pid` is its process group, `poll()`/`wait()` its exit code."""
+    """A command running in the warm runtime, used like `subprocess.Popen` (text stdout, and
+    stderr merged into it unless started with `separate_stderr`): `pid` is its process
+    group, `poll()`/`wait()`/`communicate()` as Popen's."""
 
-    def __init__(self, sock: socket.socket, pid: int, stdout: IO[str]):
+    def __init__(self, sock: socket.socket, pid: int, stdout: IO[str], stderr: IO[str] | None = None):
         self._sock = sock
         self.pid = pid
         self.stdout = stdout
+        self.stderr = stderr
         self.returncode: int | None = None
 
     def _read_exit(self, timeout_s: float | None) -> int | None:
@@ -149,10 +154,36 @@ class WarmProcess:
             raise subprocess.TimeoutExpired("warm runtime command", timeout)
         return rc
 
+    def communicate(self, timeout: float | None = None) -> tuple[str, str | None]:
+        """(stdout, stderr) once the command ends; past `timeout` its process group is killed
+        and TimeoutExpired raised, as `subprocess.run` does."""
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        texts: list[str] = ["" for _ in streams]
+
+        def drain(i: int) -> None:
+            texts[i] = streams[i].read()
+
+        readers = [threading.Thread(target=drain, args=(i,), daemon=True) for i in range(len(streams))]
+        for r in readers:
+            r.start()
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.pid, 9)
+            except ProcessLookupError:
+                pass
+            raise
+        for r in readers:
+            r.join()
+        for stream in streams:
+            stream.close()
+        return texts[0], (texts[1] if self.stderr is not None else None)
+
 
 def start(
     cmd: Sequence[str], env: Mapping[str, str], cwd: str, *, socket_path: str | None = None,
-    say: Callable[[str], None] = lambda _msg: None, repo: str = source_hash.REPO,
+    say: Callable[[str], None] = lambda _msg: None, repo: str = source_hash.REPO, separate_stderr: bool = False,
 ) -> WarmProcess | None:
     """Starts `cmd` (`<tfx python> -m retrain.cli ...`) in the warm runtime; None where there
     is none, or it refused (then `say` says why and the caller runs the command cold).
@@ -163,24 +194,31 @@ def start(
     request = {"module": cmd[2], "argv": list(cmd[3:]), "python": cmd[0], "env": dict(env), "cwd": cwd,
                "fingerprint": source_hash.runtime_fingerprint(repo)}
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    read_end, write_end = os.pipe()
+    pipes = [os.pipe() for _ in range(2 if separate_stderr else 1)]
+
+    def close_read_ends() -> None:
+        for read_end, _ in pipes:
+            os.close(read_end)
+
     try:
         sock.settimeout(5.0)
         sock.connect(path)
-        send_fd(sock, write_end)
+        send_fds(sock, [write_end for _, write_end in pipes])
         send_frame(sock, request)
         reply = recv_frame(sock)
     except (OSError, ProtocolError, ValueError) as e:
         sock.close()
-        os.close(read_end)
+        close_read_ends()
         say(f"warm TFX runtime at {path} did not answer ({e}); starting a cold process")
         return None
     finally:
-        os.close(write_end)
+        for _, write_end in pipes:
+            os.close(write_end)
     if not reply or "pid" not in reply:
         sock.close()
-        os.close(read_end)
+        close_read_ends()
         say(f"warm TFX runtime refused: {(reply or {}).get('refused', 'no answer')}; starting a cold process")
         return None
     sock.settimeout(None)
-    return WarmProcess(sock, int(reply["pid"]), os.fdopen(read_end, "r", buffering=1, errors="replace"))
+    streams = [os.fdopen(read_end, "r", buffering=1, errors="replace") for read_end, _ in pipes]
+    return WarmProcess(sock, int(reply["pid"]), streams[0], streams[1] if separate_stderr else None)

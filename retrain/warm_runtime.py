@@ -65,7 +65,7 @@ def native_threads() -> list[str]:
     return names
 
 
-def _run_command(request: dict, out_fd: int, started_fd: int) -> None:
+def _run_command(request: dict, out_fd: int, err_fd: int, started_fd: int) -> None:
     """In the command's child: its session, output, environment and argv, then the CLI.
     Never returns."""
     code = 1
@@ -76,9 +76,10 @@ def _run_command(request: dict, out_fd: int, started_fd: int) -> None:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
-        os.dup2(out_fd, 2)
+        os.dup2(err_fd, 2)
         os.close(null)
-        os.close(out_fd)
+        for fd in {out_fd, err_fd}:
+            os.close(fd)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         sys.stdout.reconfigure(line_buffering=True)
@@ -111,7 +112,7 @@ def _run_command(request: dict, out_fd: int, started_fd: int) -> None:
             os._exit(code)
 
 
-def _monitor(conn: socket.socket, request: dict, out_fd: int) -> None:
+def _monitor(conn: socket.socket, request: dict, out_fd: int, err_fd: int) -> None:
     """In the monitor child: runs the command, reports its pid and exit code. Never returns."""
     try:
         started_r, started_w = os.pipe()
@@ -119,8 +120,9 @@ def _monitor(conn: socket.socket, request: dict, out_fd: int) -> None:
         if pid == 0:
             conn.close()
             os.close(started_r)
-            _run_command(request, out_fd, started_w)
-        os.close(out_fd)
+            _run_command(request, out_fd, err_fd, started_w)
+        for fd in {out_fd, err_fd}:
+            os.close(fd)
         os.close(started_w)
         os.read(started_r, 1)  # its own process group now (or it died: then waitpid says so)
         os.close(started_r)
@@ -229,7 +231,7 @@ class Server:
 
     def handle(self, conn: socket.socket) -> bool:
         """Serves one connection; False when the server must restart (its code changed)."""
-        out_fd = None
+        fds: set[int] = set()
         try:
             conn.settimeout(10.0)
             if conn.recv(1, socket.MSG_PEEK) != b"F":  # not a command (which starts with its pipe): a ping
@@ -240,7 +242,8 @@ class Server:
                                            "threads": native_threads(),
                                            "python_threads": [t.name for t in threading.enumerate()]})
                 return True
-            out_fd = warm.recv_fd(conn)
+            out_fd, err_fd = warm.recv_fds(conn)
+            fds = {out_fd, err_fd}
             request = warm.recv_frame(conn) or {}
             refused = self.refusal(request)
             if refused:
@@ -251,7 +254,7 @@ class Server:
             sys.stderr.flush()
             if os.fork() == 0:
                 self._listener.close()
-                _monitor(conn, {**request, "import_env": self.import_env}, out_fd)
+                _monitor(conn, {**request, "import_env": self.import_env}, out_fd, err_fd)
             self.served += 1
             log.info("started %s", " ".join(request["argv"]))
             return True
@@ -259,8 +262,8 @@ class Server:
             log.warning("bad request: %s", e)
             return True
         finally:
-            if out_fd is not None:
-                os.close(out_fd)
+            for fd in fds:
+                os.close(fd)
             conn.close()
 
     def serve(self) -> int:

@@ -2,10 +2,20 @@
 entry point does."""
 
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 
 import pytest
 
-from core import keras_env  # noqa: F401  (before anything imports TensorFlow)
+from core import (
+    keras_env,  # noqa: F401  (before anything imports TensorFlow)
+    warm,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAXI_CONFIG = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
@@ -16,14 +26,64 @@ DIGITS_CONFIG = os.path.join(REPO, "pipelines", "digits", "config.yaml")
 DIGITS_DATA = os.path.join(REPO, "data", "digits")
 
 
-def run_retrain(*args: str, timeout: int = 900):
-    """`retrain <args>` in a subprocess: (exit code, JSON stdout or None, stderr)."""
-    import json
-    import subprocess
-    import sys
+_WARM: dict = {}  # this test session's warm TFX runtime: socket, process, folder
+_WARM_LOCK = threading.Lock()
 
-    proc = subprocess.run([sys.executable, "-m", "retrain.cli", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout)
+
+def _warm_socket() -> str | None:
+    """The socket of this session's warm TFX runtime, started on first use; None with
+    RETRAIN_TEST_COLD=1 or where it did not start (then commands run cold)."""
+    if os.environ.get("RETRAIN_TEST_COLD") == "1":
+        return None
+    with _WARM_LOCK:
+        if "socket" not in _WARM:
+            root = tempfile.mkdtemp(prefix="retrain-warm-")
+            sock = os.path.join(root, "tfx.sock")
+            with open(os.path.join(root, "server.log"), "w") as log:
+                proc = subprocess.Popen([sys.executable, "-m", "retrain.warm_runtime", "--socket", sock], cwd=REPO,
+                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            deadline = time.monotonic() + 300
+            while warm.ping(sock) is None and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+            _WARM.update(socket=sock if warm.ping(sock) else None, proc=proc, root=root)
+        return _WARM["socket"]
+
+
+def retrain_cli(*args: str, env: dict | None = None, cwd: str = REPO, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`python -m retrain.cli <args>`, as `subprocess.run(..., capture_output=True, text=True)`
+    gives it, forked from this session's warm TFX runtime: the ~18 s of imports are paid once,
+    as Airflow's tasks pay them (tests/retrain/test_warm_runtime.py shows warm and cold runs
+    give the same results). Cold with RETRAIN_TEST_COLD=1 or where the runtime refuses."""
+    cmd = [sys.executable, "-m", "retrain.cli", *args]
+    env = dict(os.environ if env is None else env)
+    sock = _warm_socket()
+    proc = warm.start(cmd, env, cwd, socket_path=sock, separate_stderr=True) if sock else None
+    if proc is None:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        out, err = proc.communicate(timeout)
+    except subprocess.TimeoutExpired:
+        raise subprocess.TimeoutExpired(cmd, timeout) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    proc = _WARM.get("proc")
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    if _WARM.get("root"):
+        shutil.rmtree(_WARM["root"], ignore_errors=True)
+
+
+def run_retrain(*args: str, timeout: int = 900):
+    """`retrain <args>` (see retrain_cli): (exit code, JSON stdout or None, stderr)."""
+    import json
+
+    proc = retrain_cli(*args, timeout=timeout)
     out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
     return proc.returncode, out, proc.stderr
 

@@ -12,8 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -26,7 +24,7 @@ from core import layout, spans
 from runner import preflight
 from serving import history as serving_history
 from tests import corpus
-from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
+from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
 from tests.serving import traffic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -66,9 +64,8 @@ def retrain(env, *args, config=None):
     config = config or env["config"]
     # Span 201612 unless a test names another: other tests add later spans.
     span = [] if "--span" in args else ["--span", "201612"]
-    cmd = [sys.executable, "-m", "retrain.cli", "run", "--json", "--config", config,
-           "--workdir", env["work"], "--data-root", env["data"], "--window", "3", *span, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    proc = retrain_cli("run", "--json", "--config", config, "--workdir", env["work"], "--data-root", env["data"],
+                       "--window", "3", *span, *args)
     summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
     return proc.returncode, summary, proc.stderr
 
@@ -301,14 +298,10 @@ def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tm
     # models differ by chance, so the Evaluator's thresholds are loose here.
     config = _config(env, tmp_path / "loose.yaml", min_auc=0.5, max_auc_decrease=1.0)
     before = versions(env)
-    code = subprocess.run(
-        [sys.executable, "-m", "retrain.cli", "quarantine", "--config", env["config"], "--workdir", env["work"],
-         "--span", "201611", "--reason", "meter fault found after the fact", "--by", "reviewer"],
-        capture_output=True, text=True, timeout=300, cwd=REPO)
+    code = retrain_cli("quarantine", "--config", env["config"], "--workdir", env["work"], "--span", "201611",
+                       "--reason", "meter fault found after the fact", "--by", "reviewer", timeout=300)
     assert code.returncode == 0, code.stderr[-2000:]
-    listing = subprocess.run(
-        [sys.executable, "-m", "retrain.cli", "spans", "--config", env["config"], "--workdir", env["work"]],
-        capture_output=True, text=True, timeout=300, cwd=REPO).stdout
+    listing = retrain_cli("spans", "--config", env["config"], "--workdir", env["work"], timeout=300).stdout
     assert re.search(r"201611\t.*QUARANTINED by reviewer .*: meter fault found after the fact", listing)
     # A good month arrives after the stopped ones: real trips of another month.
     header, rows = corpus.read_rows(TAXI_DATA, 201609)

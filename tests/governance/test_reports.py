@@ -6,14 +6,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 import tensorflow_data_validation as tfdv
 import tensorflow_model_analysis as tfma
 import yaml
 
-from tests.conftest import REPO, run_retrain
+from tests.conftest import REPO, retrain_cli, run_retrain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ARTIFACTS = os.path.join(REPO, "test-artifacts")
@@ -30,8 +29,7 @@ def env(digits_run):
 
 
 def cli(env, *args, config=None):
-    cmd = [sys.executable, "-m", "retrain.cli", *args, "--workdir", env["work"], "--config", config or env["config"]]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+    return retrain_cli(*args, "--workdir", env["work"], "--config", config or env["config"])
 
 
 def run(env, *args, config=None):
@@ -106,8 +104,8 @@ def test_models_lists_every_candidate_with_its_report(env, pushed):
 
 def test_lineage_goes_from_spans_to_the_served_version(env, pushed):
     summary, _ = pushed
-    proc = subprocess.run([sys.executable, "-m", "retrain.cli", "lineage", "digits", str(summary["pushed"]["version"]),
-                           "--workdir", env["work"], "--config", env["config"]], cwd=REPO, capture_output=True, text=True)
+    proc = retrain_cli("lineage", "digits", str(summary["pushed"]["version"]), "--workdir", env["work"],
+                       "--config", env["config"])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert [l.split(":")[0] for l in lines[:3]] == ["span 201604", "span 201605", "span 201606"]

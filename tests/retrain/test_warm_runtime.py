@@ -259,6 +259,24 @@ def test_usage_errors_and_exit_codes_are_the_cold_ones(server, tmp_path):
         assert out.strip().splitlines()[-1] == cold.stderr.strip().splitlines()[-1]
 
 
+def test_stdout_and_stderr_apart_as_subprocess_gives_them(server, tmp_path):
+    # separate_stderr: the test suite's and scripts' path (JSON on stdout, progress on stderr).
+    args = ["summary", "--run-dir", str(tmp_path / "missing")]
+    cold = subprocess.run([PYTHON, "-m", "retrain.cli", *args], capture_output=True, text=True, cwd=REPO)
+    proc = warm.start([PYTHON, "-m", "retrain.cli", *args], dict(os.environ), REPO, socket_path=server["socket"],
+                      separate_stderr=True)
+    assert proc is not None
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (cold.returncode, cold.stdout, cold.stderr) and "missing" in err
+    # Past its timeout a command's process group is killed, as subprocess.run does.
+    slow = warm.start([PYTHON, "-m", "retrain.cli", "serve", "--model-name", "x", "--model-base-path", str(tmp_path),
+                       "--rest-port", "0", "--grpc-port", "0"], dict(os.environ), REPO, socket_path=server["socket"],
+                      separate_stderr=True)
+    with pytest.raises(subprocess.TimeoutExpired):
+        slow.communicate(timeout=3)
+    assert slow.wait(timeout=30) == -signal.SIGKILL
+
+
 def test_refuses_other_code_another_interpreter_and_another_import_time_environment(server):
     proc, said = _warm(server, "spans", env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"})
     assert proc is None and "TF_ENABLE_ONEDNN_OPTS" in said[0]

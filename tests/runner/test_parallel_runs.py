@@ -12,15 +12,13 @@ import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from core import metadata, mlmd, nodes, spans
 from runner import span_ledger
-from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
+from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 # 2013 months: ~170-200 rows each, so a two-month window has an eval split above the
@@ -49,9 +47,8 @@ def _config(root) -> str:
 
 
 def _run(config: str, work: str, span: int, env: dict) -> tuple[int, dict | None, str]:
-    proc = subprocess.run([sys.executable, "-m", "retrain.cli", "run", "--json", "--config", config,
-                           "--workdir", work, "--span", str(span)],
-                          capture_output=True, text=True, timeout=1200, cwd=REPO, env={**os.environ, **env})
+    proc = retrain_cli("run", "--json", "--config", config, "--workdir", work, "--span", str(span),
+                       env={**os.environ, **env}, timeout=1200)
     out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
     return proc.returncode, out, proc.stderr
 
@@ -94,8 +91,8 @@ def backfills(tmp_path_factory, mariadb):
     seq_work, par_work = str(root / "sequential"), str(root / "parallel")
     seq_env = {metadata.URL_ENV: "sqlite"}
     par_env = mariadb("parallel_runs")
-    subprocess.run([sys.executable, "-m", "retrain.cli", "metadata", "init", "--config", config, "--workdir", par_work],
-                   check=True, capture_output=True, env={**os.environ, **par_env}, cwd=REPO)
+    init = retrain_cli("metadata", "init", "--config", config, "--workdir", par_work, env={**os.environ, **par_env})
+    assert init.returncode == 0, init.stderr[-2000:]
 
     def sequential():
         return [_run(config, seq_work, s, seq_env) for s in SPANS]
@@ -134,8 +131,7 @@ def test_four_months_at_once_decide_what_four_months_in_a_row_decide(backfills):
 def test_cli_commands_read_and_write_the_mariadb_store(backfills, command):
     env = {**os.environ, **backfills["par_env"]}
     base = ["--config", backfills["config"], "--workdir", backfills["par_work"]]
-    proc = subprocess.run([sys.executable, "-m", "retrain.cli", *command, *base], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300)
+    proc = retrain_cli(*command, *base, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     if command[0] == "models":
         rows = json.loads(proc.stdout)["models"]
@@ -143,8 +139,7 @@ def test_cli_commands_read_and_write_the_mariadb_store(backfills, command):
     if command[0] == "metadata":
         assert "201306  attempt 1  run" in proc.stdout
     if command[0] == "quarantine":
-        held = subprocess.run([sys.executable, "-m", "retrain.cli", "spans", *base], capture_output=True, text=True,
-                              env=env, cwd=REPO).stdout
+        held = retrain_cli("spans", *base, env=env).stdout
         assert "late correction" in held
     assert backfills["par_env"][metadata.PASSWORD_ENV] not in proc.stdout + proc.stderr
 
@@ -152,14 +147,12 @@ def test_cli_commands_read_and_write_the_mariadb_store(backfills, command):
 def test_lineage_and_report_of_a_pushed_version_on_mariadb(backfills):
     env = {**os.environ, **backfills["par_env"]}
     version, span = backfills["par_results"]["pushes"][-1]
-    lineage = subprocess.run([sys.executable, "-m", "retrain.cli", "lineage", "taxi", str(version), "--config",
-                              backfills["config"], "--workdir", backfills["par_work"]],
-                             capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    lineage = retrain_cli("lineage", "taxi", str(version), "--config", backfills["config"], "--workdir",
+                          backfills["par_work"], env=env, timeout=300)
     assert lineage.returncode == 0 and str(span) in lineage.stdout, lineage.stderr[-2000:]
     [folder] = [f for f in glob.glob(os.path.join(backfills["par_work"], "runs", "taxi", "*"))
                 if json.load(open(os.path.join(f, "run.json")))["span"] == span]
-    report = subprocess.run([sys.executable, "-m", "retrain.cli", "report", "--run-dir", folder],
-                            capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    report = retrain_cli("report", "--run-dir", folder, env=env, timeout=300)
     assert report.returncode == 0, report.stderr[-2000:]
     for path in glob.glob(os.path.join(backfills["par_work"], "**", "*.json"), recursive=True):
         with open(path, errors="replace") as f:
