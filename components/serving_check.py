@@ -14,7 +14,7 @@ from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArti
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types.standard_artifacts import Examples, InfraBlessing, Model
 
-from serving import check
+from serving import check, signing
 
 logger = logging.getLogger(__name__)
 
@@ -28,12 +28,17 @@ def ServingCheck(
     num_requests: Parameter[int] = 20,
     max_latency_ms: Parameter[float] = 500.0,
     split: Parameter[str] = "eval",
+    signing_key: Parameter[str] = "",
+    signing_workdir: Parameter[str] = "",
 ) -> None:
-    """Serves the candidate in a separate `retrain serve` process and checks its answers."""
+    """Serves the candidate in a separate `retrain serve` process and checks its answers.
+    With `signing_workdir` set (signing on), the candidate is signed as the Pusher will sign
+    it and served with --require-signed, so the server verifies before it loads."""
     files = sorted(glob.glob(os.path.join(examples.uri, f"Split-{split}", "*")))
+    key = signing.resolve_key(signing_key or None, signing_workdir) if signing_workdir else None
     report = check.run_check(
         os.path.join(model.uri, "Format-Serving"), files, model_name, blessing.uri,
-        num_requests=num_requests, max_latency_ms=max_latency_ms,
+        num_requests=num_requests, max_latency_ms=max_latency_ms, sign_with=key,
     )
     blessing.set_int_custom_property("blessed", 1 if report["passed"] else 0)
     # Marker files as InfraValidator writes them, for tools that look for those.

@@ -111,6 +111,15 @@ def _distribution(current: dict, baseline: dict | None, cur_span, base_span) -> 
     return ""
 
 
+def _signature_cell(sig: dict | None) -> str:
+    if not sig:
+        return '<span class="bad">unsigned</span>'
+    if sig.get("error"):
+        return f'<span class="bad">{_e(sig["error"])}</span>'
+    return (f'<code>{_e(sig.get("digest"))}</code> over {_e(sig.get("files"))} files, signer key '
+            f'<code>{_e(sig.get("key_id"))}</code> (<code>retrain verify</code> checks it)')
+
+
 def render(r: dict) -> str:
     push = r.get("push") or {}
     outcome = r.get("outcome", "?")
@@ -124,6 +133,7 @@ def render(r: dict) -> str:
         ("pushed", (f'<span class="ok">version {_e(push.get("version"))}</span> at <code>{_e(push.get("path"))}</code>, {_e(push.get("time"))}'
                     + (" (already serving: cached re-run)" if push.get("already_serving") else ""))
          if push.get("pushed") else f'<span class="bad">no</span>: {_e(push.get("reason"))}'),
+        *([("signature", _signature_cell(push.get("signature")))] if push.get("pushed") else []),
         ("blessed by Evaluator", _yes_no(r.get("blessed"))),
         ("serving check", _yes_no((r.get("serving_check") or {}).get("passed"), "passed", "failed") if r.get("serving_check") else '<span class="muted">not run</span>'),
         ("human approval", _e(f"{r['approval'].get('decision')} by {r['approval'].get('reviewer')} at {r['approval'].get('decided_at')}: {r['approval'].get('comment') or ''}") if r.get("approval") else '<span class="muted">not required</span>'),

@@ -28,6 +28,7 @@ from core import spans as span_lib
 from core.mlmd import NodeRun, props, run_nodes
 from core.outcome import Outcome
 from core.results import CACHED, COMPLETE, FAILED, SKIPPED, NodeResult
+from serving import signing
 
 # MLMD execution states as the runner's node statuses (a node that never ran has none).
 _STATUS_OF_STATE = {"COMPLETE": COMPLETE, "CACHED": CACHED, "FAILED": FAILED, "CANCELED": SKIPPED,
@@ -426,11 +427,24 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     pp = props(pushed) if pushed is not None else {}
     if pp.get("pushed"):
         r.push = {"pushed": True, "version": pp.get("pushed_version"), "path": pp.get("pushed_destination"),
-                  "time": _time(pushed.create_time_since_epoch), "already_serving": bool(pp.get("already_pushed"))}
+                  "time": _time(pushed.create_time_since_epoch), "already_serving": bool(pp.get("already_pushed")),
+                  "signature": _signature(pp.get("pushed_destination"))}
     r.outcome = classify(r)
     if not r.push.get("pushed"):
         r.push = {"pushed": False, "reason": r.outcome.reason}
     return r
+
+
+def _signature(version_dir: str | None) -> dict | None:
+    """The pushed version's signature as it says (digest, signer, files); verified by
+    `retrain verify` and by a server started with --require-signed."""
+    path = os.path.join(version_dir, signing.SIGNATURE) if version_dir else None
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        return signing.describe(path)
+    except (OSError, ValueError, KeyError) as e:
+        return {"error": f"unreadable signature {path}: {e}"}
 
 
 def read_folder(folder: str, store=None) -> RunRecord:

@@ -4,18 +4,24 @@
 
 Written to `<pipeline_root>/governance/<run id>/` for every run (pushed, not blessed,
 stopped by the data gate, failed), and copied to `assets.extra/governance/` of the pushed
-SavedModel so it travels with the model.
+SavedModel so it travels with the model. A signed version gets its report signed with the
+same key (serving/signing.py) before the folder is renamed into place; without the key the
+copy is left out rather than make the version fail verification.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import shutil
 
 from core import files, layout
 from governance.record import RunRecord
+from serving import signing
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 
@@ -29,9 +35,10 @@ def build(record: RunRecord) -> dict:
     }
 
 
-def write(record: RunRecord, pipeline_root: str) -> dict:
-    """Writes report.json and report.html, copies them beside the pushed SavedModel;
-    returns {"json": path, "html": path, "report": dict}."""
+def write(record: RunRecord, pipeline_root: str, sign_with: signing.SigningKey | None = None) -> dict:
+    """Writes report.json and report.html, copies them beside the pushed SavedModel (signed
+    with `sign_with` where the version is signed); returns {"json": path, "html": path,
+    "report": dict}."""
     from governance import html
 
     report = build(record)
@@ -40,13 +47,27 @@ def write(record: RunRecord, pipeline_root: str) -> dict:
     files.write_text(paths["json"], json.dumps(report, indent=2, sort_keys=True, default=str))
     files.write_text(paths["html"], html.render(report))
     push = report["push"]
-    if push.get("pushed") and push.get("path") and os.path.isdir(push["path"]):
-        # The report travels with the model; written whole, then renamed into place.
+    signed = bool(push.get("signature"))
+    if signed and sign_with is None and push.get("pushed"):
+        logger.warning("version %s is signed and no signing key was given: its report stays in %s only",
+                       push.get("version"), folder)
+    elif push.get("pushed") and push.get("path") and os.path.isdir(push["path"]):
+        # The report travels with the model; written (and signed) whole beside the version
+        # folder, not in it (a verifying server would see a stray file), then renamed in.
         target = os.path.join(push["path"], "assets.extra", layout.REPORT_DIR)
-        staging = target + f".tmp-{os.getpid()}"
+        staging = os.path.join(os.path.dirname(os.path.abspath(push["path"])),
+                               f".report-{os.path.basename(push['path'])}-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)
         for p in paths.values():
             shutil.copy(p, staging)
-        paths["with_model"] = files.replace_dir(staging, target)
+        if signed:
+            signing.sign_report_folder(staging, sign_with)
+        old = staging + ".old"
+        if os.path.exists(target):
+            os.rename(target, old)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(staging, target)
+        shutil.rmtree(old, ignore_errors=True)
+        paths["with_model"] = target
     return {**paths, "report": report}

@@ -99,6 +99,11 @@ class PipelineConfig:
     # the data it was trained on, with the data gate's calibrated limits. action: "block"
     # stops the run before training, "warn" reports only, "off" skips the node's check.
     serving_skew: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Signed versions (serving/signing.py): the Pusher signs every pushed version and the
+    # serving check verifies before it loads. {enabled: true, key: PEM path}; the key may
+    # come from $RETRAIN_SIGNING_KEY instead (it wins), else a demo key is generated under
+    # <workdir>/keys/ on first use.
+    signing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Direct runner mode: in_memory is several times faster on small spans.
     beam_mode: BeamMode = "in_memory"
     beam_workers: int = 0
@@ -127,6 +132,15 @@ class PipelineConfig:
     @property
     def skew_settings(self) -> SkewSettings:
         return SkewSettings.from_dict(self.serving_skew)
+
+    @property
+    def signing_enabled(self) -> bool:
+        return bool(self.signing.get("enabled", True))
+
+    @property
+    def signing_key(self) -> str | None:
+        """The configured private key path (relative to the config file at load), or None."""
+        return self.signing.get("key") or None
 
     @property
     def example_gen_id(self) -> str:
@@ -224,6 +238,9 @@ def from_dict(values: Mapping[str, Any], base_dir: str = ".") -> PipelineConfig:
     for name in _PATH_FIELDS:
         if checked.get(name) is not None and not os.path.isabs(checked[name]):
             checked[name] = os.path.normpath(os.path.join(base_dir, checked[name]))
+    key = (checked.get("signing") or {}).get("key")
+    if isinstance(key, str) and not os.path.isabs(key):
+        checked["signing"] = {**checked["signing"], "key": os.path.normpath(os.path.join(base_dir, key))}
     config = PipelineConfig(**checked)
     validate(config)
     return config
@@ -256,6 +273,13 @@ def validate(config: PipelineConfig) -> None:
         config.skew_settings  # noqa: B018 - validates the block
     except (TypeError, ValueError) as e:
         raise ConfigError(f"serving_skew: {e}") from e
+    unknown = sorted(set(config.signing) - {"enabled", "key"})
+    if unknown:
+        raise ConfigError(f"signing: unknown field(s) {', '.join(unknown)} (known: enabled, key)")
+    if not isinstance(config.signing.get("enabled", True), bool):
+        raise ConfigError(f"signing.enabled: expected true or false, got {config.signing['enabled']!r}")
+    if config.signing.get("key") is not None and not isinstance(config.signing["key"], str):
+        raise ConfigError(f"signing.key: expected a path, got {config.signing['key']!r}")
     try:
         TrainerSettings.from_custom_config({"trainer": config.trainer})
     except (TypeError, ValueError) as e:

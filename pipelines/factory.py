@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 
 import tensorflow_model_analysis as tfma
 from google.protobuf import wrappers_pb2
@@ -86,6 +87,15 @@ _CI_METHODS = {
     "jackknife": tfma.ConfidenceIntervalOptions.JACKKNIFE,
     "bootstrap": tfma.ConfidenceIntervalOptions.POISSON_BOOTSTRAP,
 }
+
+
+def _signing_params(config: PipelineConfig) -> dict:
+    """Where the Pusher and the serving check find the signing key: the configured path and
+    the workdir (for $RETRAIN_SIGNING_KEY or the demo key, resolved when they run, so no
+    secret is in the pipeline's properties). Empty when signing is off."""
+    if not config.signing_enabled:
+        return {}
+    return {"signing_key": config.signing_key or "", "signing_workdir": os.path.abspath(config.workdir)}
 
 
 def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
@@ -315,6 +325,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
                 model_name=config.model_name,
                 num_requests=config.serving_check_requests,
                 max_latency_ms=config.serving_max_latency_ms,
+                **_signing_params(config),
             )
         approval_gate = None
         if config.require_approval:
@@ -335,7 +346,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
                         base_directory=config.serving_model_dir
                     )
                 ),
-                custom_config={"keep_versions": config.keep_versions},
+                custom_config={"keep_versions": config.keep_versions, **_signing_params(config)},
             )
             if approval_gate is not None:
                 pusher.add_upstream_node(approval_gate)

@@ -31,6 +31,16 @@ def add_parsers(sub) -> None:
     rb.add_argument("--reason", required=True, help="recorded in the model's history")
     rb.add_argument("--workdir", default="work")
 
+    ver = sub.add_parser("verify", help="check pushed versions against their signatures (exit 1 if any fails)")
+    ver.add_argument("--model", help="the model under <workdir>/serving/ (default: the pipeline's)")
+    ver.add_argument("--version", type=int, help="one version (default: every version)")
+    ver.add_argument("--path", help="a version folder anywhere, instead of --model/--version")
+    ver.add_argument("--trusted-key", action="append", default=[], metavar="PUBLIC_KEY_PEM",
+                     help="a signer's public key (repeatable; default: the pipeline's signing key)")
+    ver.add_argument("--config", default=options.DEFAULT_CONFIG)
+    ver.add_argument("--workdir", default="work")
+    ver.add_argument("--json", action="store_true")
+
     cfg = sub.add_parser("serving-config", help="write TF Serving's models.config for the pushed models")
     cfg.add_argument("--workdir", default="work")
     cfg.add_argument("--base-path-prefix", help="where the serving folder is mounted, e.g. /models")
@@ -58,6 +68,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             config_path = None
             config = versions.load_or_default(_serving_root(args), pipeline.model_name)
         _request_log_defaults(args, pipeline, config, config_path)
+    if args.require_signed and not args.trusted_key:  # the key the pipeline's pushes are signed with
+        from serving import signing
+
+        args.trusted_key = [signing.trusted_key_for(options.load_config(args.config).signing_key, args.workdir)]
     try:
         return serving_main.serve(args, config, config_path, prog="retrain serve")
     except OSError as e:  # e.g. the port is taken
@@ -94,6 +108,49 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from serving import signing
+    from serving.layout import discover
+
+    trusted = args.trusted_key
+    if not trusted:
+        pipeline = options.load_config(args.config)
+        trusted = [signing.trusted_key_for(pipeline.signing_key, args.workdir)]
+    if args.path:
+        if not os.path.isdir(args.path):
+            raise BadInput(f"no folder {args.path}")
+        folders = {os.path.basename(os.path.normpath(args.path)): args.path}
+    else:
+        model = args.model or options.load_config(args.config).model_name
+        base = os.path.join(_serving_root(args), model)
+        found = discover(base) if os.path.isdir(base) else {}
+        if not found:
+            raise BadInput(f"no versions of model {model!r} under {base}")
+        if args.version is not None and args.version not in found:
+            raise BadInput(f"version {args.version} of model {model!r} not found (versions: {sorted(found)})")
+        folders = {str(v): p for v, p in sorted(found.items()) if args.version in (None, v)}
+    results = []
+    for version, folder in folders.items():
+        try:
+            info = signing.verify_version(folder, trusted)
+            results.append({"version": version, "path": folder, "verified": True, **info})
+        except signing.SignatureError as e:
+            results.append({"version": version, "path": folder, "verified": False, "error": str(e)})
+    if args.json:
+        sys.stdout.write(json.dumps({"trusted_keys": trusted, "versions": results}, indent=2) + "\n")
+    else:
+        for r in results:
+            if r["verified"]:
+                report = " (and its governance report)" if r.get("report") else ""
+                sys.stdout.write(f"{r['version']}: verified {r['digest']} over {r['files']} files{report}, "
+                                 f"signer {r['key_id'][:16]}\n")
+            else:
+                sys.stdout.write(f"{r['version']}: REFUSED: {r['error']}\n")
+    return exit_codes.OK if all(r["verified"] for r in results) else exit_codes.FAILED
+
+
 def cmd_serving_config(args: argparse.Namespace) -> int:
     from serving import model_config, versions
 
@@ -109,4 +166,4 @@ def cmd_serving_config(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-COMMANDS = {"serve": cmd_serve, "rollback": cmd_rollback, "serving-config": cmd_serving_config}
+COMMANDS = {"serve": cmd_serve, "rollback": cmd_rollback, "serving-config": cmd_serving_config, "verify": cmd_verify}

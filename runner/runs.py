@@ -24,6 +24,7 @@ from core.results import NodeResult
 from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
 from runner import preflight
+from serving import signing
 
 logger = logging.getLogger(__name__)
 
@@ -354,7 +355,8 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
     summary["seconds"] = round(time.monotonic() - started, 1)
     summary["run_dir"] = folder
     try:
-        written = report_lib.write(record, os.path.abspath(config.pipeline_root))
+        key = signing.resolve_key(config.signing_key, config.workdir) if config.signing_enabled else None
+        written = report_lib.write(record, os.path.abspath(config.pipeline_root), sign_with=key)
     except Exception as e:
         logger.exception("governance report of run %s failed", run_id)
         summary.update(report=None, report_error=f"{type(e).__name__}: {e}")

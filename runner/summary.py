@@ -66,7 +66,8 @@ def build_summary(record: RunRecord) -> dict:
         "serving_check": {"passed": check["passed"], "reasons": check["reasons"], "latency_ms": check.get("latency_ms"),
                           "report": check["report"]} if check else None,
         "pushed": {"version": push.get("version"), "path": push.get("path"),
-                   "already_serving": bool(push.get("already_serving"))} if push.get("pushed") else None,
+                   "already_serving": bool(push.get("already_serving")),
+                   "signature": (push.get("signature") or {}).get("digest")} if push.get("pushed") else None,
         "outcome": record.outcome.name,
         "reason": record.outcome.reason,
         "error": record.error,
@@ -179,6 +180,8 @@ def format_summary(summary: dict) -> str:
         p = summary["pushed"]
         what = "already serving as version" if p["already_serving"] else "version"
         lines.append(f"  pushed           {what} {p['version']} -> {p['path']}")
+        if p.get("signature"):
+            lines.append(f"  signed           {p['signature']} (retrain verify checks it)")
     elif summary["outcome"] != "pushed":
         lines.append("  pushed           nothing (serving directory unchanged)")
     if summary["error"]:

@@ -109,6 +109,7 @@ def run_check(
     startup_timeout_s: float = 180.0,
     signature: str = "serving_default",
     input_key: str = "examples",
+    sign_with=None,
 ) -> dict:
     """Checks the candidate in a separate server process; returns the report (also written
     to `<out_dir>/serving_check.json`) and leaves the warm-up file in `out_dir`."""
@@ -128,6 +129,15 @@ def run_check(
     shutil.copytree(saved_model_dir, os.path.join(base, "1"))
     os.makedirs(os.path.join(base, "1", "assets.extra"), exist_ok=True)
     shutil.copy(warmup, os.path.join(base, "1", "assets.extra", WARMUP_FILENAME))
+    verify = []
+    if sign_with is not None:  # signed as the Pusher signs; the server verifies before loading
+        from serving import signing
+
+        report["signed"] = signing.sign_version(os.path.join(base, "1"), sign_with)
+        public = os.path.join(out_dir, "trusted-key.pem")
+        with open(public, "wb") as f:
+            f.write(sign_with.public_pem())
+        verify = ["--require-signed", "--trusted-key", public]
 
     port_file = os.path.join(out_dir, "ports.json")
     log_path = os.path.join(out_dir, "server.log")
@@ -135,7 +145,7 @@ def run_check(
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "serving", "--model-name", model_name, "--model-base-path", base,
-             "--rest-port", "0", "--grpc-port", "0", "--port-file", port_file, "--poll-seconds", "3600"],
+             "--rest-port", "0", "--grpc-port", "0", "--port-file", port_file, "--poll-seconds", "3600", *verify],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:

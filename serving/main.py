@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from core import (
@@ -16,6 +17,7 @@ from core import (
     keras_env,  # noqa: F401  (before TensorFlow: the same Keras as training)
     logs,
 )
+from core.errors import BadInput
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,11 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-batching", action="store_true")
     p.add_argument("--max-body-bytes", type=int, default=16 << 20)
     p.add_argument("--port-file", help="write the chosen ports here (JSON) once serving")
+    p.add_argument("--require-signed", action="store_true",
+                   help="load only versions signed by a --trusted-key (unsigned or tampered ones are refused; "
+                        "the previous version keeps serving)")
+    p.add_argument("--trusted-key", action="append", default=[], metavar="PUBLIC_KEY_PEM",
+                   help="a signer's public key (repeatable); `retrain serve` defaults to the pipeline's key")
     p.add_argument("--request-log-max-file-bytes", type=int, default=16 << 20,
                    help="a request log file is closed (and a new one started) past this size")
     p.add_argument("--request-log-max-files", type=int, default=8, help="finished log files kept per model")
@@ -65,13 +72,22 @@ def serve(args: argparse.Namespace, config, config_path: str | None = None, prog
     from serving.batching import BatchOptions
     from serving.request_log import LogLimits
     from serving.server import LocalModelServer, ServerOptions
+    from serving.signing import SigningKeyError
 
+    if args.require_signed and not args.trusted_key:
+        raise SigningKeyError("--require-signed needs at least one --trusted-key")
+    if args.trusted_key and not args.require_signed:
+        raise SigningKeyError("--trusted-key is used only with --require-signed")
+    for key in args.trusted_key:
+        if not os.path.isfile(key):
+            raise SigningKeyError(f"trusted key {key} not found")
     options = ServerOptions(
         host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port, poll_seconds=args.poll_seconds,
         max_body_bytes=args.max_body_bytes, port_file=args.port_file,
         batch=BatchOptions(args.max_batch_size, args.batch_timeout_ms, not args.no_batching, args.num_batch_threads),
         log_limits=LogLimits(args.request_log_max_file_bytes, args.request_log_max_files,
                              args.request_log_max_file_seconds),
+        trusted_keys=tuple(os.path.abspath(k) for k in args.trusted_key),
     )
     server = LocalModelServer(config, options, config_path)
     server.start()
@@ -117,6 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config, config_path = model_config_from_args(args)
         return serve(args, config, config_path)
-    except (ServingError, OSError) as e:
+    except (ServingError, OSError, BadInput) as e:
         sys.stderr.write(f"serving: {e}\n")
         return exit_codes.BAD_INPUT

@@ -22,7 +22,7 @@ from google.protobuf import text_format
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from serving import model_config, request_log
+from serving import model_config, request_log, signing
 from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.layout import discover
@@ -240,8 +240,13 @@ class ModelManager:
         batch: BatchOptions = BatchOptions(),
         metrics: Metrics | None = None,
         log_limits: request_log.LogLimits = request_log.LogLimits(),
+        trusted_keys: tuple[str, ...] = (),
     ):
-        """Raises InvalidArgument: a model's logging_config is not one this server can write."""
+        """`trusted_keys`: where given, a version loads only if its signature verifies with
+        one of these public keys and its files are the signed ones (serving/signing.py);
+        a refused version is tried again when it or its signature changes.
+
+        Raises InvalidArgument: a model's logging_config is not one this server can write."""
         self._config, self._config_path = config, config_path
         self._poll_seconds, self._batch, self._metrics = poll_seconds, batch, metrics
         self._lock = threading.Lock()
@@ -251,6 +256,7 @@ class ModelManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log_limits = log_limits
+        self._trusted_keys = tuple(trusted_keys)
         self._loggers: dict[str, tuple[bytes, request_log.RequestLogger]] = {}
         self._sync_loggers(config)
 
@@ -316,7 +322,7 @@ class ModelManager:
             served = dict(self._served.get(name, {}))
         for key in [k for k in self._failed if k[0] == name]:
             path = found.get(key[1])
-            if path is None or os.path.getmtime(path) != self._failed[key]:
+            if path is None or self._stamp(path) != self._failed[key]:
                 del self._failed[key]  # changed or gone: may be tried again
         candidates = [v for v in found if (name, v) not in self._failed]
         for version in sorted(_desired(model.model_version_policy, candidates) - set(served), reverse=True):
@@ -336,14 +342,30 @@ class ModelManager:
             self._set_status(name, version, VersionStatus("END"))
             logger.info("unloaded %s version %d", name, version)
 
+    def _stamp(self, path: str):
+        return signing.stamp(path) if self._trusted_keys else os.path.getmtime(path)
+
     def _load(self, name: str, version: int, path: str) -> Servable | None:
         self._set_status(name, version, VersionStatus("LOADING"))
         start = time.perf_counter()
+        if self._trusted_keys:
+            try:
+                signed = signing.verify_version(path, list(self._trusted_keys))
+            except signing.SignatureError as e:
+                self._failed[(name, version)] = self._stamp(path)
+                message = f"version {version} refused: {e}"
+                logger.error("%s %s", name, message)
+                self._set_status(name, version, VersionStatus("END", "FAILED_PRECONDITION", message))
+                if self._metrics:
+                    self._metrics.signature_refusals.labels(name, str(version)).inc()
+                return None
+            logger.info("%s version %d: signature %s by key %s verified", name, version, signed["digest"],
+                        signed["key_id"][:16])
         try:
             servable = Servable(name, version, path, self._batch, self._metrics)
             warmed = servable.warm_up()
         except Exception as e:  # noqa: BLE001  any load failure is reported, never fatal
-            self._failed[(name, version)] = os.path.getmtime(path)
+            self._failed[(name, version)] = self._stamp(path)
             message = f"version {version} failed to load: {type(e).__name__}: {str(e).strip()[:400]}"
             logger.error("%s %s", name, message)
             self._set_status(name, version, VersionStatus("END", "UNKNOWN", message))

@@ -29,6 +29,11 @@ class Metrics:
         self.load_failures = Counter(
             "retrain_serving_load_failures", "Versions that failed to load.", ["model"], registry=self.registry,
         )
+        self.signature_refusals = Counter(
+            "retrain_serving_signature_refusals",
+            "Versions refused by --require-signed: unsigned, an untrusted signer, or files that differ from the signature.",
+            ["model", "version"], registry=self.registry,
+        )
 
         self.request_logs = Counter(
             "retrain_serving_request_logs", "Sampled request logs: written, dropped (writer behind) or failed.",

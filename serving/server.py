@@ -35,6 +35,8 @@ class ServerOptions:
     batch: BatchOptions = BatchOptions()
     port_file: str | None = None
     log_limits: LogLimits = LogLimits()
+    # --require-signed: versions load only if signed by one of these public keys.
+    trusted_keys: tuple[str, ...] = ()
 
 
 class LocalModelServer:
@@ -42,7 +44,7 @@ class LocalModelServer:
         self.options = options
         self.metrics = Metrics()
         self.manager = ModelManager(config, config_path, options.poll_seconds, options.batch, self.metrics,
-                                    options.log_limits)
+                                    options.log_limits, options.trusted_keys)
         self.rest = RestServer((options.host, options.rest_port), self.manager, self.metrics, options.max_body_bytes)
         self.grpc, self.grpc_port = grpc_service.make_server(
             self.manager, self.metrics, f"{options.host}:{options.grpc_port}", options.max_body_bytes

@@ -4,7 +4,9 @@ TF Serving loads any numeric directory it finds under the model's base path. The
 stock Pusher copies files straight into `<base>/<version>/`, so a poll can land on a
 half-written SavedModel. Here the copy goes to a hidden staging directory on the same
 filesystem (`<base>/.staging-<version>-<pid>`, not numeric, so never loaded) and then
-one `os.rename` makes the complete version visible.
+one `os.rename` makes the complete version visible. Where signing is on, the staged
+version is signed (serving/signing.py) before that rename, so no version is ever visible
+unsigned; the signature's digest and signer go on the PushedModel artifact.
 """
 
 import json
@@ -21,7 +23,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from serving import history, versions
+from serving import history, signing, versions
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +64,13 @@ def version_pushed_from(base_directory: str, model_uri: str) -> int | None:
 
 def atomic_copy_dir(
     src: str, base_directory: str, version: int, push_info: dict | None = None,
-    extra_files: dict[str, str] | None = None,
+    extra_files: dict[str, str] | None = None, sign_with: signing.SigningKey | None = None,
 ) -> str:
     """Copies `src` to `<base>/<version>` so that the version appears complete or not at all.
 
     `extra_files` maps paths inside the version (e.g. the warm-up requests under
-    assets.extra/) to files copied in before the version becomes visible.
+    assets.extra/) to files copied in before the version becomes visible; `sign_with`
+    signs the complete copy before it does.
 
     Raises:
       FileExistsError: the version directory already exists (nothing is overwritten).
@@ -87,6 +90,8 @@ def atomic_copy_dir(
         for relative, source in (extra_files or {}).items():
             os.makedirs(os.path.dirname(os.path.join(staging, relative)), exist_ok=True)
             shutil.copy(source, os.path.join(staging, relative))
+        if sign_with is not None:
+            signing.sign_version(staging, sign_with)
         os.rename(staging, final)  # atomic on POSIX within one filesystem
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -141,8 +146,18 @@ class Executor(pusher_executor.Executor):
             if os.path.exists(warmup):
                 extra[WARMUP_PATH] = warmup
                 push_info["warmup_requests"] = True
-        serving_path = atomic_copy_dir(model_path, base, version, push_info, extra)
+        key = None
+        if custom_config.get("signing_workdir"):
+            key = signing.resolve_key(custom_config.get("signing_key") or None, custom_config["signing_workdir"])
+        serving_path = atomic_copy_dir(model_path, base, version, push_info, extra, sign_with=key)
         logger.info("Model version %d visible at %s", version, serving_path)
+        if key is not None:
+            signed = signing.describe(os.path.join(serving_path, signing.SIGNATURE))
+            model_push.set_string_custom_property("signature_digest", signed["digest"])
+            model_push.set_string_custom_property("signer_key_id", signed["key_id"])
+            model_push.set_int_custom_property("signed_files", signed["files"])
+            logger.info("Version %d signed: %s by key %s (%d files)", version, signed["digest"],
+                        signed["key_id"][:16], signed["files"])
         history.append(base, "push", version=version, model_uri=model.uri, model_artifact_id=model.id,
                        user="pipeline")
         keep = int(custom_config.get("keep_versions") or 0)

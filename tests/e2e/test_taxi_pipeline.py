@@ -23,6 +23,7 @@ from ml_metadata.proto import metadata_store_pb2
 from core import layout, spans
 from runner import preflight
 from serving import history as serving_history
+from serving import signing
 from tests import corpus
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
 from tests.serving import traffic
@@ -124,6 +125,22 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
     # The run folder holds what every reader reads: the run and one result per node.
     assert os.path.exists(os.path.join(summary["run_dir"], "run.json"))
     assert os.path.exists(os.path.join(summary["run_dir"], "nodes", "AtomicPusher.json"))
+
+
+def test_the_pushed_version_and_its_report_are_signed_and_verify(env, first_run):
+    summary = first_run["summary"]
+    with open(summary["report_json"]) as f:
+        signature = json.load(f)["push"]["signature"]
+    key = os.path.join(env["work"], signing.DEMO_KEY)  # no key configured: the demo key, made on first use
+    assert signature["key_id"] == signing.key_id(signing.SigningKey(key).public_pem())
+    assert signature["files"] > 5 and signature["digest"].startswith("sha256:")
+    proc = retrain_cli("verify", "--config", env["config"], "--workdir", env["work"], "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)["versions"]
+    assert row["verified"] and row["digest"] == signature["digest"]
+    assert row["report"]["files"] == 2  # report.json and report.html beside the model, signed too
+    with open(os.path.join(summary["serving_check"]["report"])) as f:
+        assert json.load(f)["signed"]["key_id"] == signature["key_id"]  # the check served it --require-signed
 
 
 def test_pushed_model_answers_raw_examples_sensibly(env, first_run):

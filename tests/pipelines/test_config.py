@@ -60,11 +60,21 @@ def test_overrides_win_and_none_is_ignored():
         ({"serving_skew": {"action": "panic"}}, "serving_skew: action 'panic' is not one of block, warn, off"),
         ({"serving_skew": {"min_examples": 0}}, "serving_skew: min_examples must be an integer >= 1"),
         ({"serving_skew": {"threshold": 1}}, r"serving_skew: unknown key\(s\) \['threshold'\]"),
+        ({"signing": {"keyfile": "k.pem"}}, r"signing: unknown field\(s\) keyfile \(known: enabled, key\)"),
+        ({"signing": {"enabled": "yes"}}, "signing.enabled: expected true or false"),
+        ({"signing": {"key": 3}}, "signing.key: expected a path"),
     ],
 )
 def test_bad_values_name_the_field(change, message):
     with pytest.raises(config_lib.ConfigError, match=message):
         config_lib.from_dict({**_base(), **change})
+
+
+def test_signing_is_on_by_default_and_a_relative_key_is_the_config_files(tmp_path):
+    assert config_lib.from_dict(_base()).signing_enabled
+    c = config_lib.from_dict({**_base(), "signing": {"key": "keys/prod.pem"}}, base_dir=str(tmp_path))
+    assert c.signing_key == str(tmp_path / "keys" / "prod.pem")
+    assert not config_lib.from_dict({**_base(), "signing": {"enabled": False}}).signing_enabled
 
 
 def test_missing_fields_are_listed():
