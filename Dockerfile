@@ -28,7 +28,9 @@ RUN if ! command -v python3.10 >/dev/null; then \
 WORKDIR /opt/retrain
 # Dependencies first (their layer survives code changes), exactly the lock file's pins.
 COPY requirements/tfx.lock requirements/tfx.lock
-RUN uv pip sync --no-cache requirements/tfx.lock
+COPY requirements/tfx-nodeps.txt requirements/tfx-nodeps.txt
+RUN uv pip sync --no-cache requirements/tfx.lock \
+ && uv pip install --no-cache --no-deps -r requirements/tfx-nodeps.txt
 
 # The project: packages, configs, curated schemas, compiled DAG templates, embedded data.
 COPY setup.py pyproject.toml ./
@@ -44,6 +46,7 @@ COPY schemas schemas
 COPY dags/compiled dags/compiled
 COPY data data
 RUN uv pip install --no-cache --no-deps -e . \
+ && cyclonedx-py environment --output-reproducible --of JSON -o /opt/venv/retrain-runtime.cdx.json /opt/venv/bin/python \
  && python -c "import tfx, retrain.cli, retrain.in_pod" \
  && useradd --uid 1000 --no-create-home --home-dir /opt/retrain retrain
 

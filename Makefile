@@ -43,13 +43,16 @@ $(UV):
 	python3 -m venv $(TOOLS)
 	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(STAMP): requirements/tfx.lock setup.py | $(UV)
+$(STAMP): requirements/tfx.lock requirements/tfx-nodeps.txt setup.py | $(UV)
 	@if [ -z "$(PYTHON310)" ]; then \
 	  echo "error: Python 3.10 not found (TFX 1.16 needs it). Install it (e.g. 'pyenv install 3.10') or pass PYTHON310=/path/to/python3.10" >&2; \
 	  exit 1; fi
 	@[ -x $(VENV)/bin/python ] || $(UV) venv --quiet --python "$(PYTHON310)" $(VENV)
 	VIRTUAL_ENV=$(VENV) $(UV) pip sync --quiet requirements/tfx.lock
+	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet --no-deps -r requirements/tfx-nodeps.txt
 	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet --no-deps -e .
+	@# The runtime's SBOM (core/sbom.py): reproducible, so its digest names the installed packages.
+	$(VENV)/bin/cyclonedx-py environment --output-reproducible --of JSON -o $(VENV)/retrain-runtime.cdx.json $(VENV)/bin/python
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -111,6 +111,13 @@ def _distribution(current: dict, baseline: dict | None, cur_span, base_span) -> 
     return ""
 
 
+def _runtime_cell(runtime: dict | None) -> str:
+    if not runtime:
+        return '<span class="bad">not recorded (no runtime SBOM: set up without make venv)</span>'
+    return (f'CycloneDX SBOM sha256 <code>{_e(runtime.get("sbom_sha256"))}</code>, '
+            f'{_e(runtime.get("sbom_components"))} packages: {_e(runtime.get("versions"))}')
+
+
 def _signature_cell(sig: dict | None) -> str:
     if not sig:
         return '<span class="bad">unsigned</span>'
@@ -118,6 +125,41 @@ def _signature_cell(sig: dict | None) -> str:
         return f'<span class="bad">{_e(sig["error"])}</span>'
     return (f'<code>{_e(sig.get("digest"))}</code> over {_e(sig.get("files"))} files, signer key '
             f'<code>{_e(sig.get("key_id"))}</code> (<code>retrain verify</code> checks it)')
+
+
+def _model_card(card: dict) -> str:
+    details, considerations = card["model_details"], card["considerations"]
+
+    def items(entries, key="description"):
+        return "<ul>" + "".join(f"<li>{_e(e.get(key))}</li>" for e in entries) + "</ul>" if entries else \
+            '<span class="bad">not stated (pipeline config: model_card)</span>'
+
+    metrics = card["quantitative_analysis"]["performance_metrics"]
+    overall = [m for m in metrics if not m.get("slice")]
+    return ("<h2>Model card</h2><p class=muted>Google's Model Card schema v" + _e(card["schema_version"])
+            + ", also in <code>model_card.json</code> beside this report</p>" + _table([
+                ("overview", _e(details.get("overview")) or '<span class="bad">not stated</span>'),
+                ("owners", _e(", ".join(f"{o.get('name')} <{o.get('contact', '')}>" for o in details["owners"]))
+                 or '<span class="bad">not stated</span>'),
+                ("version", _e(f"{details['version'].get('name')} ({details['version'].get('date')})")),
+                ("intended users", items(considerations["users"])),
+                ("intended use", items(considerations["use_cases"])),
+                ("limitations", items(considerations["limitations"])),
+                ("trade-offs", items(considerations["tradeoffs"])),
+                ("ethical considerations", "<ul>" + "".join(
+                    f"<li>{_e(r.get('name'))}: {_e(r.get('mitigation_strategy'))}</li>"
+                    for r in considerations["ethical_considerations"]) + "</ul>"
+                 if considerations["ethical_considerations"] else '<span class="bad">not stated</span>'),
+                ("training and evaluation data", items(card["model_parameters"]["data"])),
+                ("model", _e(card["model_parameters"]["model_architecture"])),
+                ("metrics (overall)", _e("; ".join(
+                    f"{m['type']} {m['value']}" + (f" [{m['confidence_interval']['lower_bound']}, "
+                                                   f"{m['confidence_interval']['upper_bound']}]"
+                                                   if m.get("confidence_interval") else "") for m in overall))),
+                ("references", "<ul>" + "".join(f"<li><a href=\"{_e(x['reference'])}\">{_e(x['reference'])}</a></li>"
+                                                for x in details["references"]) + "</ul>"),
+                ("record", _e(details.get("documentation"))),
+            ]))
 
 
 def render(r: dict) -> str:
@@ -138,6 +180,7 @@ def render(r: dict) -> str:
         ("serving check", _yes_no((r.get("serving_check") or {}).get("passed"), "passed", "failed") if r.get("serving_check") else '<span class="muted">not run</span>'),
         ("human approval", _e(f"{r['approval'].get('decision')} by {r['approval'].get('reviewer')} at {r['approval'].get('decided_at')}: {r['approval'].get('comment') or ''}") if r.get("approval") else '<span class="muted">not required</span>'),
         ("candidate model", f"MLMD artifact {_e(model.get('artifact_id'))}, <code>{_e(model.get('uri'))}</code>" if model else "none (the run stopped before training)"),
+        *([("runtime (SBOM)", _runtime_cell(model.get("runtime")))] if model else []),
         ("baseline model", f"MLMD artifact {_e((r.get('baseline_model') or {}).get('artifact_id'))}" if r.get("baseline_model") else "none (first model)"),
     ]))
     code = r.get("code") or {}
@@ -274,6 +317,9 @@ def render(r: dict) -> str:
             ("max |served - in-process|", _e(check.get("max_abs_diff"))), ("warm-up requests", _e(check.get("warmup_requests"))),
             ("reasons", _e("; ".join(check.get("reasons") or []) or "none")),
         ]))
+    card = r.get("model_card")
+    if card:
+        out.append(_model_card(card))
     out.append("<h2>Node executions (ML Metadata)</h2><table><tr><th>node</th><th>status</th><th>MLMD state</th>"
                "<th>execution</th><th>started</th><th>seconds</th></tr>" + "".join(
         f"<tr><td>{_e(k)}</td><td>{_e(v.get('status'))}</td><td>{_e(v.get('state') or '-')}</td>"

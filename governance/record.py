@@ -209,6 +209,10 @@ def evaluation(evaluation_uri: str, eval_config_json: str | None = None) -> dict
             role = f"{model}_diff" if kv.key.is_diff else model
             target = overall if not keys else slices.setdefault(slice_name, {})
             target.setdefault(kv.key.name, {})[role] = round(kv.value.double_value.value, 5)
+            ci = kv.confidence_interval
+            if ci.HasField("lower_bound") and ci.lower_bound.HasField("double_value"):
+                target[kv.key.name][f"{role}_interval"] = [round(ci.lower_bound.double_value.value, 5),
+                                                           round(ci.upper_bound.double_value.value, 5)]
     validation = tfma.load_validation_result(evaluation_uri)
     failures = [
         {"slice": str(v.slice_key) or "overall", "metric": f.metric_key.name,
@@ -389,7 +393,8 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
         r.trainer = {k: _json_prop(p.get(k)) for k in ("run_fn", "train_args", "eval_args", "custom_config") if k in p}
     if model is not None:
         mp = props(model)
-        r.model = {"artifact_id": model.id, "uri": model.uri, "created": _time(model.create_time_since_epoch)}
+        r.model = {"artifact_id": model.id, "uri": model.uri, "created": _time(model.create_time_since_epoch),
+                   "runtime": {k[len("runtime_"):]: mp[k] for k in sorted(mp) if k.startswith("runtime_")} or None}
         r.code = {k[len("code_"):]: mp[k] for k in mp if k.startswith("code_")}
         if "git_dirty" in r.code:
             r.code["git_dirty"] = bool(r.code["git_dirty"])

@@ -61,6 +61,7 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
         rep = _report(store, pipeline, pipeline_root, workdir, run_id)
         overall = (rep.get("evaluation") or {}).get("overall") or {}
         version = _pushed_version(store, model)
+        mp = props(model)
         rows.append({
             "model_id": model.id, "run_id": run_id, "span": (rep.get("data") or {}).get("span"),
             "window": [w["span"] for w in (rep.get("data") or {}).get("window") or []],
@@ -71,6 +72,9 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
             "served_now": version is not None and version == served_now,
             "rolled_back": version in rolled_back if version else False,
             "outcome": rep.get("outcome"),
+            # Which runtime built it: its CycloneDX SBOM's digest and key package versions.
+            "runtime": {"sbom_sha256": mp.get("runtime_sbom_sha256"), "versions": mp.get("runtime_versions")}
+            if mp.get("runtime_sbom_sha256") else None,
             "report_html": os.path.join(folder, layout.REPORT_HTML), "report_json": os.path.join(folder, layout.REPORT_JSON),
         })
     return rows
@@ -97,14 +101,15 @@ def _pushed_version(store, model) -> int | None:
 
 
 def format_table(rows: list[dict]) -> str:
-    head = f"{'model':>5} {'version':>11} {'span':>6} {'metrics':<34} {'blessed':<7} {'pushed':<6} {'serving':<7} {'rolled back':<11} report"
+    head = (f"{'model':>5} {'version':>11} {'span':>6} {'metrics':<34} {'blessed':<7} {'pushed':<6} {'serving':<7} "
+            f"{'rolled back':<11} {'runtime sbom':<12} report")
     lines = [head]
     for r in rows:
         metrics = ", ".join(f"{k} {v}" for k, v in r["metrics"].items()) or "-"
         lines.append(
             f"{r['model_id']:>5} {r['pushed_version'] or '-'!s:>11} {r['span']!s:>6} {metrics:<34} "
             f"{_flag(r['blessed']):<7} {_flag(r['pushed_version'] is not None):<6} {_flag(r['served_now']):<7} "
-            f"{_flag(r['rolled_back']):<11} {r['report_html']}"
+            f"{_flag(r['rolled_back']):<11} {(r['runtime'] or {}).get('sbom_sha256', '-')[:12]:<12} {r['report_html']}"
         )
     return "\n".join(lines)
 
@@ -123,6 +128,8 @@ def write_index(rows: list[dict], pipeline: str, pipeline_root: str) -> str:
         f"<td>{e(', '.join(f'{k} {v}' for k, v in r['metrics'].items()))}</td><td>{_flag(r['blessed'])}</td>"
         f"<td>{_flag(r['pushed_version'] is not None)}</td><td>{'<b>yes</b>' if r['served_now'] else 'no'}</td>"
         f"<td>{_flag(r['rolled_back'])}</td><td>{e(r['outcome'] or '')}</td><td><code>{e(r['run_id'])}</code></td>"
+        f"<td title=\"{e((r['runtime'] or {}).get('versions') or '')}\"><code>"
+        f"{e((r['runtime'] or {}).get('sbom_sha256', '-')[:12])}</code></td>"
         f"<td><a href=\"{e(os.path.relpath(r['report_html'], folder))}\">report</a></td></tr>"
         for r in reversed(rows)
     )
@@ -132,7 +139,7 @@ def write_index(rows: list[dict], pipeline: str, pipeline_root: str) -> str:
         "table{border-collapse:collapse}th{background:#f3f5f9}</style></head><body>"
         f"<h1>{e(pipeline)}: every candidate model</h1><table><tr><th>model</th><th>version</th><th>span</th>"
         "<th>metrics</th><th>blessed</th><th>pushed</th><th>serving now</th><th>rolled back</th><th>outcome</th>"
-        f"<th>run</th><th>report</th></tr>{body}</table></body></html>"
+        f"<th>run</th><th>runtime SBOM</th><th>report</th></tr>{body}</table></body></html>"
     )
     return files.write_text(os.path.join(folder, "index.html"), page)
 

@@ -18,6 +18,7 @@ import os
 import shutil
 
 from core import files, layout
+from governance import model_card
 from governance.record import RunRecord
 from serving import signing
 
@@ -35,15 +36,20 @@ def build(record: RunRecord) -> dict:
     }
 
 
-def write(record: RunRecord, pipeline_root: str, sign_with: signing.SigningKey | None = None) -> dict:
-    """Writes report.json and report.html, copies them beside the pushed SavedModel (signed
-    with `sign_with` where the version is signed); returns {"json": path, "html": path,
-    "report": dict}."""
+def write(record: RunRecord, pipeline_root: str, sign_with: signing.SigningKey | None = None,
+          model_card_settings: dict | None = None) -> dict:
+    """Writes report.json and report.html (and, for a pushed model with `model_card_settings`,
+    model_card.json), copies them beside the pushed SavedModel (signed with `sign_with`
+    where the version is signed); returns {"json": path, "html": path, "report": dict, ...}."""
     from governance import html
 
     report = build(record)
     folder = layout.report_dir(pipeline_root, record.run_id)
     paths = {"json": os.path.join(folder, layout.REPORT_JSON), "html": os.path.join(folder, layout.REPORT_HTML)}
+    if model_card_settings is not None and report["push"].get("pushed"):
+        report["model_card"] = model_card.build(report, model_card_settings)
+        paths["model_card"] = os.path.join(folder, model_card.FILENAME)
+        files.write_text(paths["model_card"], json.dumps(report["model_card"], indent=2, sort_keys=True))
     files.write_text(paths["json"], json.dumps(report, indent=2, sort_keys=True, default=str))
     files.write_text(paths["html"], html.render(report))
     push = report["push"]

@@ -22,6 +22,7 @@ from components.trainer.settings import TrainerSettings
 from core import deployment, layout, nodes
 from core import metadata as metadata_lib
 from core.errors import BadInput
+from governance import model_card
 
 BeamMode = Literal["in_memory", "multi_processing"]
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
@@ -104,6 +105,9 @@ class PipelineConfig:
     # come from $RETRAIN_SIGNING_KEY instead (it wins), else a demo key is generated under
     # <workdir>/keys/ on first use.
     signing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # The model card of every pushed version (governance/model_card.py): overview, owners,
+    # users, use_cases, limitations, tradeoffs, ethical_considerations, references.
+    model_card: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Direct runner mode: in_memory is several times faster on small spans.
     beam_mode: BeamMode = "in_memory"
     beam_workers: int = 0
@@ -273,6 +277,10 @@ def validate(config: PipelineConfig) -> None:
         config.skew_settings  # noqa: B018 - validates the block
     except (TypeError, ValueError) as e:
         raise ConfigError(f"serving_skew: {e}") from e
+    try:
+        model_card.check_settings(config.model_card)
+    except model_card.ModelCardError as e:
+        raise ConfigError(f"model_card: {e}") from e
     unknown = sorted(set(config.signing) - {"enabled", "key"})
     if unknown:
         raise ConfigError(f"signing: unknown field(s) {', '.join(unknown)} (known: enabled, key)")

@@ -356,7 +356,8 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
     summary["run_dir"] = folder
     try:
         key = signing.resolve_key(config.signing_key, config.workdir) if config.signing_enabled else None
-        written = report_lib.write(record, os.path.abspath(config.pipeline_root), sign_with=key)
+        written = report_lib.write(record, os.path.abspath(config.pipeline_root), sign_with=key,
+                                   model_card_settings=dict(config.model_card))
     except Exception as e:
         logger.exception("governance report of run %s failed", run_id)
         summary.update(report=None, report_error=f"{type(e).__name__}: {e}")

@@ -31,6 +31,8 @@ def _evaluation(ev: dict | None) -> dict | None:
         if name not in _SUMMARY_METRICS:
             continue
         for role, value in roles.items():
+            if role.endswith("_interval"):
+                continue
             model, diff = (role[: -len("_diff")], " (diff)") if role.endswith("_diff") else (role, "")
             models.setdefault(model, {})[name + diff] = round(value, 4)
     return {

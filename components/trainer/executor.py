@@ -2,8 +2,8 @@
 
 After `run_fn` returns, the record the toolkit wrote beside the SavedModel is copied onto
 the output Model's MLMD custom properties (`training_strategy`, `training_precision_policy`,
-...), and so is the code version (`code_git_commit`, `code_git_dirty`, `code_code_sha256`),
-where lineage queries, the run summary and governance reports read them.
+...), and so are the code version (`code_git_commit`, `code_git_dirty`, `code_code_sha256`)
+and the runtime's SBOM digest (`runtime_sbom_sha256`, `runtime_versions`), where lineage queries, the run summary and governance reports read them.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from components.trainer import code_version, provenance
+from core import sbom
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,15 @@ class Executor(trainer_executor.GenericExecutor):
                 model.set_int_custom_property(f"code_{key}", int(value))
             elif value is not None:
                 model.set_string_custom_property(f"code_{key}", value)
+        # The runtime that trained it: its SBOM's digest (written at set-up; core/sbom.py).
+        runtime = sbom.describe()
+        if runtime is None:
+            logger.warning("no runtime SBOM at %s (set up without `make venv`?): not recorded", sbom.path())
+        for key, value in sbom.mlmd_values(runtime).items():
+            if isinstance(value, int):
+                model.set_int_custom_property(key, value)
+            else:
+                model.set_string_custom_property(key, value)
         record = provenance.read(path_utils.serving_model_dir(model.uri))
         if record is None:
             logger.warning("no training provenance beside the SavedModel: run_fn does not use the trainer toolkit")

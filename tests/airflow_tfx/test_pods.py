@@ -203,6 +203,8 @@ def test_the_dockerfile_builds_the_runtime_from_the_lock_file():
     assert re.search(r"^WORKDIR " + re.escape(pods.IMAGE_ROOT) + "$", text, re.M)
     assert "COPY requirements/tfx.lock requirements/tfx.lock" in text and "uv pip sync --no-cache requirements/tfx.lock" in text
     assert "uv pip install --no-cache --no-deps -e ." in text  # the pins are the lock's, never re-resolved
+    assert "uv pip install --no-cache --no-deps -r requirements/tfx-nodeps.txt" in text  # as `make venv` does
+    assert "cyclonedx-py environment --output-reproducible" in text  # the runtime's SBOM (core/sbom.py)
     assert "FROM ${BASE}" in text and re.search(r"^ARG BASE=python:3\.10-", text, re.M)  # the venv's Python
     uv = re.search(r"^UV_VERSION := (\S+)$", open(os.path.join(REPO, "Makefile")).read(), re.M).group(1)
     assert f"ARG UV_VERSION={uv}" in text  # the uv the Makefile uses

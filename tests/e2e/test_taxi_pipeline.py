@@ -20,7 +20,7 @@ import yaml
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from core import layout, spans
+from core import layout, sbom, spans
 from runner import preflight
 from serving import history as serving_history
 from serving import signing
@@ -138,9 +138,18 @@ def test_the_pushed_version_and_its_report_are_signed_and_verify(env, first_run)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [row] = json.loads(proc.stdout)["versions"]
     assert row["verified"] and row["digest"] == signature["digest"]
-    assert row["report"]["files"] == 2  # report.json and report.html beside the model, signed too
+    assert row["report"]["files"] == 3  # report.json, report.html and model_card.json beside the model, signed too
     with open(os.path.join(summary["serving_check"]["report"])) as f:
         assert json.load(f)["signed"]["key_id"] == signature["key_id"]  # the check served it --require-signed
+
+
+def test_the_runtime_that_built_the_model_is_recorded(env, first_run):
+    with open(first_run["summary"]["report_json"]) as f:
+        runtime = json.load(f)["model"]["runtime"]
+    assert runtime["sbom_sha256"] == sbom.describe()["sha256"] and "tfx==1.16.0" in runtime["versions"]
+    proc = retrain_cli("models", "--json", "--config", env["config"], "--workdir", env["work"])
+    assert proc.returncode == 0, proc.stderr
+    assert {r["runtime"]["sbom_sha256"] for r in json.loads(proc.stdout)["models"]} == {runtime["sbom_sha256"]}
 
 
 def test_pushed_model_answers_raw_examples_sensibly(env, first_run):

@@ -89,7 +89,8 @@ def test_sections_read_back_what_the_nodes_recorded(workdir):
     assert record.approval["decision"] == "approve" and record.blessed is True
     assert record.push["pushed"] and record.push["version"] == "1700000000"
     summary = summary_lib.build_summary(record)
-    assert summary["pushed"] == {"version": "1700000000", "path": "/serving/taxi/1700000000", "already_serving": False}
+    assert summary["pushed"] == {"version": "1700000000", "path": "/serving/taxi/1700000000", "already_serving": False,
+                                 "signature": None}  # a fake version folder: nothing signed
     assert summary["approval"]["reviewer"] == "ana"
     assert [n for n, s in summary["nodes"].items() if s["status"] == "complete"][:2] == [N.CSV_EXAMPLE_GEN, N.STATISTICS_GEN]
 

@@ -12,6 +12,7 @@ import tensorflow_data_validation as tfdv
 import tensorflow_model_analysis as tfma
 import yaml
 
+from governance import model_card
 from tests.conftest import REPO, retrain_cli, run_retrain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -70,13 +71,21 @@ def test_report_values_equal_the_artifacts(pushed):
 def test_report_travels_with_the_pushed_model(pushed):
     summary, _ = pushed
     folder = os.path.join(summary["pushed"]["path"], "assets.extra", "governance")
-    assert sorted(os.listdir(folder)) == ["report.html", "report.json"]
+    assert sorted(os.listdir(folder)) == ["model_card.json", "report.html", "report.json", "report.sig"]
+    with open(os.path.join(folder, "model_card.json")) as f:
+        card = json.load(f)
+    model_card.validate(card)
+    assert card["model_details"]["version"]["name"] == str(summary["pushed"]["version"])
+    accuracy = [m for m in card["quantitative_analysis"]["performance_metrics"] if m["type"] == "sparse_categorical_accuracy"]
+    assert len(accuracy) == 11  # overall and one per class
+    assert card["considerations"]["ethical_considerations"] and card["model_details"]["owners"]
 
 
 def test_report_html_renders_in_headless_chromium(pushed, tmp_path):
     summary, _ = pushed
     html = open(summary["report"]).read()
-    for section in ("Decision", "Code", "Data gate", "Feature distributions", "Training", "Evaluation", "Serving check"):
+    for section in ("Decision", "Code", "Data gate", "Feature distributions", "Training", "Evaluation", "Serving check",
+                    "Model card"):
         assert f"<h2>{section}" in html
     assert html.count("<svg") >= 3  # distributions, loss curve, metrics per slice
     if CHROMIUM is None:
