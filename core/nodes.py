@@ -23,6 +23,7 @@ EVALUATOR = "Evaluator"
 SERVING_CHECK = "ServingCheck"
 APPROVAL_GATE = "ApprovalGate"
 PUSHER = "AtomicPusher"  # TFX's Pusher with an atomic executor (components/atomic_pusher)
+TFLITE_EXPORT = "TFLiteExport"  # on-device variants of the pushed model (opt-in per pipeline)
 
 # After ingestion, a backfilled span goes through validation and the gate too, so that
 # only spans that passed reach the training window and serve as drift baselines.

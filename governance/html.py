@@ -317,6 +317,18 @@ def render(r: dict) -> str:
             ("max |served - in-process|", _e(check.get("max_abs_diff"))), ("warm-up requests", _e(check.get("warmup_requests"))),
             ("reasons", _e("; ".join(check.get("reasons") or []) or "none")),
         ]))
+    lite = r.get("tflite")
+    if lite:
+        saved = lite["saved_model"]
+        out.append(f"<h2>TFLite exports: {_e(', '.join(lite.get('published') or []) or 'none published')}</h2>"
+                   f"<p class=muted>signature <code>{_e(lite['signature'])}</code>, {_e(lite['eval_examples'])} eval examples, "
+                   f"int8 calibrated on {_e(lite['representative_examples'])} training examples; published to "
+                   f"<code>{_e(lite.get('published_path') or '-')}</code></p>"
+                   "<table><tr><th>model</th><th>size</th><th>accuracy</th><th>drop</th><th>bound</th><th>published</th></tr>"
+                   f"<tr><td>SavedModel</td><td>{_e(saved['size_bytes'])} B</td><td>{_e(saved['accuracy'])}</td><td></td><td></td><td>(served)</td></tr>"
+                   + "".join(f"<tr><td>TFLite {_e(v)}</td><td>{_e(x['size_bytes'])} B</td><td>{_e(x['accuracy'])}</td>"
+                             f"<td>{_e(x['accuracy_drop'])}</td><td>{_e(lite['max_accuracy_drop'])}</td><td>{_yes_no(x['passed'])}</td></tr>"
+                             for v, x in lite["variants"].items()) + "</table>")
     card = r.get("model_card")
     if card:
         out.append(_model_card(card))

@@ -74,6 +74,7 @@ class RunRecord:
     serving_check: dict | None = None
     approval: dict | None = None
     push: dict = dataclasses.field(default_factory=lambda: {"pushed": False})
+    tflite: dict | None = None
     backfilled_spans: list[int] = dataclasses.field(default_factory=list)
     outcome: Outcome = Outcome(outcomes.NOT_PUSHED)
 
@@ -434,6 +435,9 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
         r.push = {"pushed": True, "version": pp.get("pushed_version"), "path": pp.get("pushed_destination"),
                   "time": _time(pushed.create_time_since_epoch), "already_serving": bool(pp.get("already_pushed")),
                   "signature": _signature(pp.get("pushed_destination"))}
+    lite = nodes.get(N.TFLITE_EXPORT)
+    if lite is not None and lite.output("exports") is not None:
+        r.tflite = _read_json(os.path.join(lite.output("exports").uri, "tflite_export.json"))
     r.outcome = classify(r)
     if not r.push.get("pushed"):
         r.push = {"pushed": False, "reason": r.outcome.reason}

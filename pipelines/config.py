@@ -108,6 +108,10 @@ class PipelineConfig:
     # The model card of every pushed version (governance/model_card.py): overview, owners,
     # users, use_cases, limitations, tradeoffs, ethical_considerations, references.
     model_card: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # On-device exports of each pushed version (components/tflite_export.py), opt-in:
+    # {enabled, signature, input_key, label_key, raw_input_key, variants, max_accuracy_drop,
+    # representative_examples}. Needs a signature of TFLite builtin ops (digits: `pixels`).
+    tflite: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Direct runner mode: in_memory is several times faster on small spans.
     beam_mode: BeamMode = "in_memory"
     beam_workers: int = 0
@@ -145,6 +149,14 @@ class PipelineConfig:
     def signing_key(self) -> str | None:
         """The configured private key path (relative to the config file at load), or None."""
         return self.signing.get("key") or None
+
+    @property
+    def tflite_settings(self) -> dict | None:
+        """The TFLite export's settings with defaults, or None where it is off."""
+        if not self.tflite.get("enabled", False):
+            return None
+        return {"variants": ["float", "dynamic_range", "int8"], "max_accuracy_drop": 0.02,
+                "representative_examples": 200, "raw_input_key": "", **self.tflite}
 
     @property
     def example_gen_id(self) -> str:
@@ -281,6 +293,7 @@ def validate(config: PipelineConfig) -> None:
         model_card.check_settings(config.model_card)
     except model_card.ModelCardError as e:
         raise ConfigError(f"model_card: {e}") from e
+    _check_tflite(config.tflite)
     unknown = sorted(set(config.signing) - {"enabled", "key"})
     if unknown:
         raise ConfigError(f"signing: unknown field(s) {', '.join(unknown)} (known: enabled, key)")
@@ -303,6 +316,34 @@ def validate(config: PipelineConfig) -> None:
     check_deployment(config)
     check_hparams(config)
     load_gate_policy(config)
+
+
+_TFLITE_KEYS = {"enabled", "signature", "input_key", "label_key", "raw_input_key", "variants", "max_accuracy_drop",
+                "representative_examples"}
+
+
+def _check_tflite(block: Mapping[str, Any]) -> None:
+    """Raises ConfigError naming the `tflite:` key that is wrong."""
+    unknown = sorted(set(block) - _TFLITE_KEYS)
+    if unknown:
+        raise ConfigError(f"tflite: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TFLITE_KEYS))})")
+    if not block.get("enabled", False):
+        return
+    for key in ("signature", "input_key", "label_key"):
+        if not isinstance(block.get(key), str) or not block[key]:
+            raise ConfigError(f"tflite.{key}: needed when tflite is enabled (the TFLite-runnable signature, its "
+                              "input as transform_features names it, and the label)")
+    variants = block.get("variants", ["float"])
+    known = ("float", "dynamic_range", "int8")
+    if not isinstance(variants, list) or not variants or set(variants) - set(known):
+        raise ConfigError(f"tflite.variants: expected a non-empty list of {', '.join(known)}, got {variants!r}")
+    drop = block.get("max_accuracy_drop", 0.02)
+    # Negative: a variant must beat the SavedModel by that much, i.e. nothing is published.
+    if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not -1.0 <= drop <= 1.0:
+        raise ConfigError(f"tflite.max_accuracy_drop: must be within [-1, 1], got {drop!r}")
+    n = block.get("representative_examples", 200)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"tflite.representative_examples: must be an integer >= 1, got {n!r}")
 
 
 def check_deployment(config: PipelineConfig) -> None:

@@ -23,6 +23,7 @@ from components.evaluator.component import Evaluator
 from components.serving_check import ServingCheck
 from components.serving_skew import ServedModelStatisticsStrategy, ServingSkew
 from components.span_window import SpanWindowStrategy
+from components.tflite_export import TFLiteExport
 from components.trainer.component import Trainer
 from core import layout, metadata, nodes, spans
 from pipelines import config as config_lib
@@ -47,6 +48,7 @@ NODE_STAGES = {
     nodes.SERVING_CHECK: "push",
     nodes.APPROVAL_GATE: "push",
     nodes.PUSHER: "push",
+    nodes.TFLITE_EXPORT: "push",
 }
 
 # How far back the drift baseline may be: the newest span ingested within a year before.
@@ -350,6 +352,24 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             )
             if approval_gate is not None:
                 pusher.add_upstream_node(approval_gate)
+            # On-device variants of what was pushed, each scored beside the SavedModel and
+            # published beside the version only within the accuracy bound (opt-in).
+            tflite_export = None
+            lite = config.tflite_settings
+            if lite is not None:
+                tflite_export = TFLiteExport(
+                    model=trainer.outputs["model"],
+                    examples=window_resolver.outputs["examples"],
+                    pushed_model=pusher.outputs["pushed_model"],
+                    signature=lite["signature"],
+                    input_key=lite["input_key"],
+                    label_key=lite["label_key"],
+                    raw_input_key=lite["raw_input_key"],
+                    variants=",".join(lite["variants"]),
+                    max_accuracy_drop=float(lite["max_accuracy_drop"]),
+                    representative_examples=int(lite["representative_examples"]),
+                    **_signing_params(config),
+                ).with_id(nodes.TFLITE_EXPORT)
 
     components = [
         example_gen,
@@ -367,6 +387,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         *([serving_check] if serving_check else []),
         *([approval_gate] if approval_gate else []),
         pusher,
+        *([tflite_export] if tflite_export else []),
     ]
     # Every reader of a run (records, reports, backfill, DAG wiring) keys nodes by
     # `core.nodes`; a node whose id is not there would be invisible to them.

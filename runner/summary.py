@@ -76,6 +76,11 @@ def build_summary(record: RunRecord) -> dict:
     }
     if record.approval:
         summary["approval"] = {k: record.approval.get(k) for k in ("decision", "reviewer", "comment", "decided_at")}
+    if record.tflite:
+        summary["tflite"] = {"published": record.tflite.get("published"), "path": record.tflite.get("published_path"),
+                             "variants": {v: {k: x[k] for k in ("size_bytes", "accuracy", "accuracy_drop", "passed")}
+                                          for v, x in record.tflite["variants"].items()},
+                             "saved_model": record.tflite["saved_model"]}
     return summary
 
 
@@ -184,6 +189,11 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  pushed           {what} {p['version']} -> {p['path']}")
         if p.get("signature"):
             lines.append(f"  signed           {p['signature']} (retrain verify checks it)")
+    lite = summary.get("tflite")
+    if lite:
+        sizes = ", ".join(f"{v} {x['size_bytes'] // 1024} KiB acc {x['accuracy']}{'' if x['passed'] else ' (over the bound)'}"
+                          for v, x in lite["variants"].items())
+        lines.append(f"  tflite           {sizes}; published: {', '.join(lite['published']) or 'none'}")
     elif summary["outcome"] != "pushed":
         lines.append("  pushed           nothing (serving directory unchanged)")
     if summary["error"]:

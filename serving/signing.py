@@ -133,6 +133,7 @@ def trusted_key_for(configured: str | None, workdir: str) -> str:
 def _sign(folder: str, signature: str, key: SigningKey, ignore: list[str]) -> dict:
     from model_signing import hashing, signing
 
+    os.makedirs(os.path.dirname(signature), exist_ok=True)
     hashing_config = hashing.Config().set_ignored_paths(paths=[signature, *ignore], ignore_git_paths=False)
     signing.Config().use_elliptic_key_signer(private_key=key.path, password=key.password) \
         .set_hashing_config(hashing_config).sign(folder, signature)

@@ -88,7 +88,8 @@ def transform_fn(tft_output: tft.TFTransformOutput):
 
 
 def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput) -> dict:
-    """`serving_default` (raw examples -> class probabilities) and `transform_features` (for TFMA)."""
+    """`serving_default` (raw examples -> class probabilities), `transform_features` (for TFMA),
+    `classification` (TF Serving's :classify) and `pixels` (transformed pixels, for TFLite)."""
     model.tft_layer = tft_output.transform_features_layer()
     raw_spec = tft_output.raw_feature_spec()
     serving_spec = {k: v for k, v in raw_spec.items() if k != features.LABEL_KEY}
@@ -109,7 +110,16 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
         names = tf.constant([[str(c) for c in range(features.NUM_CLASSES)]])
         return {"classes": tf.tile(names, [tf.shape(scores)[0], 1]), "scores": scores}
 
-    return {"serving_default": serve_tf_examples, "transform_features": transform_features, "classification": classify}
+    # On-device (TFLite) input: the transformed pixels [batch, 8, 8, 1] (z-scored with the
+    # training window's statistics, which the TFLite export writes beside the model). The
+    # tf.Example parsing and image decoding above are not TFLite builtin ops.
+    @tf.function(input_signature=[tf.TensorSpec([None, features.RAW_IMAGE_SIZE, features.RAW_IMAGE_SIZE,
+                                                 features.CHANNELS], tf.float32, name="pixels")])
+    def pixels(image_xf):
+        return {"probabilities": model(image_xf)}
+
+    return {"serving_default": serve_tf_examples, "transform_features": transform_features, "classification": classify,
+            "pixels": pixels}
 
 
 SIGNATURE_METHODS = {"classification": export.CLASSIFY}

@@ -7,10 +7,12 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from core import spans
+from serving import signing
 from tests.conftest import DIGITS_DATA, run_retrain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -70,6 +72,43 @@ def test_pushed_model_classifies_raw_encoded_images(env, first_run):
     probabilities = serve(examples=tf.constant(records[:200]))["probabilities"].numpy()
     assert probabilities.shape == (200, 10)
     assert (probabilities.argmax(axis=1) == labels[:200]).mean() > 0.85
+
+
+def test_tflite_variants_are_measured_beside_the_saved_model_and_published(env, first_run):
+    summary = first_run[1]
+    lite = summary["tflite"]
+    assert set(lite["variants"]) == {"float", "dynamic_range", "int8"}
+    sizes = {v: x["size_bytes"] for v, x in lite["variants"].items()}
+    assert max(sizes["int8"], sizes["dynamic_range"]) < 0.5 * sizes["float"] < lite["saved_model"]["size_bytes"]
+    assert lite["variants"]["float"]["accuracy"] == lite["saved_model"]["accuracy"] >= 0.85
+    published = lite["path"]
+    assert published == os.path.join(env["work"], "serving", "digits-tflite", str(summary["pushed"]["version"]))
+    assert sorted(lite["published"]) == sorted(v for v, x in lite["variants"].items() if x["passed"])
+    for variant in lite["published"]:
+        assert os.path.getsize(os.path.join(published, f"{variant}.tflite")) == sizes[variant]
+    with open(os.path.join(published, "preprocessing.json")) as f:
+        stats = json.load(f)
+    assert 0.0 < stats["mean"] < 1.0 and stats["std"] > 0  # the z-score of decoded pixels in [0, 1]
+    key = signing.public_key_path(os.path.join(env["work"], signing.DEMO_KEY))
+    assert signing.verify_version(published, [key])["files"] == len(lite["published"]) + 2
+    with open(summary["report"]) as f:
+        assert "<h2>TFLite exports" in f.read()
+
+
+def test_an_impossible_tflite_bound_stops_only_the_tflite_push(env, first_run):
+    with open(env["config"]) as f:
+        cfg = yaml.safe_load(f)
+    cfg["tflite"]["max_accuracy_drop"] = -1.0  # a variant would have to beat the SavedModel by 100 points
+    strict = os.path.join(env["root"], "strict-tflite.yaml")
+    with open(strict, "w") as f:
+        yaml.safe_dump(cfg, f)
+    version = str(first_run[1]["pushed"]["version"])
+    rc, summary, err = run_retrain("run", "--json", "--config", strict, "--workdir", env["work"], "--span", "201606")
+    assert rc == 0 and summary["outcome"] == "pushed", err[-3000:]
+    assert summary["pushed"]["version"] == version and summary["pushed"]["already_serving"]  # the SavedModel push stands
+    assert summary["tflite"]["published"] == [] and not any(x["passed"] for x in summary["tflite"]["variants"].values())
+    assert not os.path.exists(os.path.join(env["work"], "serving", "digits-tflite", version))
+    assert os.path.exists(os.path.join(env["work"], "serving", "digits", version, "saved_model.pb"))
 
 
 def test_a_span_of_shifted_classes_is_stopped_by_the_gate(env, first_run):

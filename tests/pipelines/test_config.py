@@ -100,3 +100,24 @@ def test_config_is_frozen_and_replace_validates():
         config_lib.replace(c, eval_steps=0)
     assert c.metadata_store.path.endswith("metadata/p.sqlite") and c.metadata_store.is_sqlite
     assert c.serving_model_dir.endswith("serving/m")
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"enabled": True, "signature": "pixels", "input_key": "image_xf"}, "tflite.label_key: needed"),
+    ({"enabled": True, "signature": "pixels", "input_key": "x", "label_key": "y", "variants": ["fp16"]},
+     "tflite.variants: expected a non-empty list"),
+    ({"enabled": True, "signature": "pixels", "input_key": "x", "label_key": "y", "max_accuracy_drop": 2},
+     r"tflite.max_accuracy_drop: must be within \[-1, 1\]"),
+    ({"enabled": False, "quantize": True}, r"tflite: unknown key\(s\) quantize"),
+])
+def test_tflite_settings_are_checked_at_load(block, message):
+    with pytest.raises(config_lib.ConfigError, match=message):
+        config_lib.from_dict({**_base(), "tflite": block})
+
+
+def test_tflite_is_off_unless_enabled_and_on_for_digits():
+    from tests.conftest import DIGITS_CONFIG
+
+    assert config_lib.from_dict(_base()).tflite_settings is None
+    lite = config_lib.load(DIGITS_CONFIG).tflite_settings
+    assert lite["signature"] == "pixels" and lite["variants"] == ["float", "dynamic_range", "int8"]

@@ -91,6 +91,8 @@ def test_digits_uses_the_same_graph_with_tfrecord_ingestion(tmp_path):
     c = config_lib.load(DIGITS_CONFIG, {"workdir": str(tmp_path), "span": 201606})
     rename = lambda n: {"CsvExampleGen": "ImportExampleGen"}.get(n, n)
     expected = {rename(k): {rename(u) for u in v} for k, v in EXPECTED_UPSTREAM.items()}
+    # Plus the on-device export its config turns on: after the push, reading the window.
+    expected["TFLiteExport"] = {"Trainer", "span_window_resolver", "Evaluator", "AtomicPusher"}  # Evaluator: the Cond
     assert _upstream(c) == expected
 
 
