@@ -61,7 +61,16 @@ def _overall_only(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThresho
     return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
 
 
-def _thresholded(metric: str, lower_bound: float, max_decrease: float | None = None) -> tfma.MetricConfig:
+# AUC's confusion matrices at 1,000 thresholds instead of TFMA's 10,000: with confidence
+# intervals they are recomputed per jackknife sample and per slice, which made the
+# Evaluator the slowest node of a taxi run (measured on 3 spans: 56.6 s -> 14.0 s). On a
+# pushed taxi model's 404 examples: AUC 0.92297 at 1,000 thresholds, 0.92296 at 10,000,
+# 0.92301 exact (scikit-learn).
+_AUC_THRESHOLDS = 1000
+
+
+def _thresholded(metric: str, lower_bound: float, max_decrease: float | None = None,
+                 metric_config: dict | None = None) -> tfma.MetricConfig:
     """A metric with a floor and, optionally, the largest drop tolerated vs the baseline."""
     change = None
     if max_decrease is not None:
@@ -72,7 +81,8 @@ def _thresholded(metric: str, lower_bound: float, max_decrease: float | None = N
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": lower_bound}),
         change_threshold=change,
     )
-    return tfma.MetricConfig(class_name=metric, per_slice_thresholds=[_overall_only(threshold)])
+    return tfma.MetricConfig(class_name=metric, per_slice_thresholds=[_overall_only(threshold)],
+                             config=json.dumps(metric_config) if metric_config else "")
 
 
 def _metrics(config: PipelineConfig) -> list[tfma.MetricConfig]:
@@ -80,7 +90,7 @@ def _metrics(config: PipelineConfig) -> list[tfma.MetricConfig]:
     if config.task == "multiclass_classification":
         return [_thresholded("SparseCategoricalAccuracy", config.min_accuracy, config.max_accuracy_decrease)]
     return [
-        _thresholded("AUC", config.min_auc, config.max_auc_decrease),
+        _thresholded("AUC", config.min_auc, config.max_auc_decrease, {"num_thresholds": _AUC_THRESHOLDS}),
         _thresholded("BinaryAccuracy", config.min_accuracy),
     ]
 
