@@ -60,7 +60,7 @@ def write(record: RunRecord, pipeline_root: str, sign_with: signing.SigningKey |
     elif push.get("pushed") and push.get("path") and os.path.isdir(push["path"]):
         # The report travels with the model; written (and signed) whole beside the version
         # folder, not in it (a verifying server would see a stray file), then renamed in.
-        target = os.path.join(push["path"], "assets.extra", layout.REPORT_DIR)
+        target = os.path.join(push["path"], signing.REPORT_FOLDER)
         staging = os.path.join(os.path.dirname(os.path.abspath(push["path"])),
                                f".report-{os.path.basename(push['path'])}-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)

@@ -23,12 +23,13 @@ import logging
 import os
 import tempfile
 
+from core import layout
 from core.errors import BadInput
 
 logger = logging.getLogger(__name__)
 
 SIGNATURE = os.path.join("assets.extra", "model.sig")
-REPORT_FOLDER = os.path.join("assets.extra", "governance")
+REPORT_FOLDER = os.path.join("assets.extra", layout.REPORT_DIR)  # where governance/report.py copies it
 REPORT_SIGNATURE = "report.sig"
 # The demo key, generated on first use under the workdir (never in the repository).
 DEMO_KEY = os.path.join("keys", "model-signing.pem")
