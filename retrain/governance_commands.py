@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from core import exit_codes, layout
@@ -40,11 +41,20 @@ def add_parsers(sub) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from core import run_folder
     from runner import runs
 
     folder = options.run_folder(args)
+    # The pipeline's config (signing key, model card): the shipped one of the run's pipeline,
+    # as the Airflow tasks use it, with the run's workdir.
+    info = run_folder.read_info(folder)
+    pipeline = args.pipeline or info.get("pipeline")
+    config = None
+    if pipeline and os.path.exists(options.pipeline_config_path(pipeline)):
+        workdir = args.workdir or os.path.dirname(os.path.dirname(info["pipeline_root"]))  # <workdir>/pipeline_root/<name>
+        config = options.load_config(options.pipeline_config_path(pipeline), workdir=workdir)
     try:
-        written = runs.write_report(folder)
+        written = runs.write_report(folder, config)
     except LookupError as e:
         sys.stderr.write(f"retrain report: {e}\n")
         return exit_codes.FAILED

@@ -302,13 +302,20 @@ def summarize(folder: str) -> dict:
     return summary_lib.build_summary(record_lib.read_folder(folder))
 
 
-def write_report(folder: str) -> dict:
-    """Writes the governance report of a run folder's run; returns report.write's answer."""
+def write_report(folder: str, config: PipelineConfig | None = None) -> dict:
+    """Writes the governance report of a run folder's run; returns report.write's answer.
+    With the pipeline's config, a signed version gets its report signed and its model card."""
     from governance import record as record_lib
+
+    return _write_report(record_lib.read_folder(folder), run_folder.read_info(folder)["pipeline_root"], config)
+
+
+def _write_report(record, pipeline_root: str, config: PipelineConfig | None) -> dict:
     from governance import report as report_lib
 
-    record = record_lib.read_folder(folder)
-    return report_lib.write(record, run_folder.read_info(folder)["pipeline_root"])
+    key = signing.resolve_key(config.signing_key, config.workdir) if config and config.signing_enabled else None
+    return report_lib.write(record, pipeline_root, sign_with=key,
+                            model_card_settings=dict(config.model_card) if config else None)
 
 
 def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
@@ -347,7 +354,6 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
     finally:
         finish_claim(info)
     from governance import record as record_lib
-    from governance import report as report_lib
     from runner import summary as summary_lib
 
     record = record_lib.read_folder(folder)  # read once: the summary and the report are views of it
@@ -355,9 +361,7 @@ def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],
     summary["seconds"] = round(time.monotonic() - started, 1)
     summary["run_dir"] = folder
     try:
-        key = signing.resolve_key(config.signing_key, config.workdir) if config.signing_enabled else None
-        written = report_lib.write(record, os.path.abspath(config.pipeline_root), sign_with=key,
-                                   model_card_settings=dict(config.model_card))
+        written = _write_report(record, os.path.abspath(config.pipeline_root), config)
     except Exception as e:
         logger.exception("governance report of run %s failed", run_id)
         summary.update(report=None, report_error=f"{type(e).__name__}: {e}")
