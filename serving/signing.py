@@ -70,26 +70,49 @@ def key_id(public_pem: bytes) -> str:
 
 
 def generate_key(path: str) -> SigningKey:
-    """Writes a new P-256 private key (mode 0600) and its public key (`<path>.pub`);
-    refuses to overwrite either."""
+    """Writes a new P-256 private key (mode 0600) and its public key (`<path>.pub`).
+
+    Raises:
+      FileExistsError: a key is already there (made first by another process: two runs
+        starting at once on a fresh workdir both get the one that won).
+    """
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    for p in (path, public_key_path(path)):
-        if os.path.exists(p):
-            raise FileExistsError(f"{p} already exists; not overwriting a key")
+    if os.path.exists(path):
+        raise FileExistsError(f"{path} already exists; not overwriting a key")
     key = ec.generate_private_key(ec.SECP256R1())
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".key-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(private)
-    os.chmod(tmp, 0o600)
-    os.rename(tmp, path)
-    with open(public_key_path(path), "wb") as f:
-        f.write(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".key-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(private)
+        os.chmod(tmp, 0o600)
+        os.link(tmp, path)  # fails if a key appeared meanwhile: never two different keys
+    finally:
+        os.unlink(tmp)
+    _write_public(SigningKey(path))
     return SigningKey(path)
+
+
+def _write_public(key: SigningKey) -> str:
+    """`<private>.pub`, derived from the private key (rewritten if it does not match)."""
+    pub, pem = public_key_path(key.path), key.public_pem()
+    try:
+        with open(pub, "rb") as f:
+            if f.read() == pem:
+                return pub
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(pub)), prefix=".pub-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, pub)
+    return pub
 
 
 def public_key_path(private_key_path: str) -> str:
@@ -122,13 +145,9 @@ def resolve_key(configured: str | None, workdir: str) -> SigningKey:
 
 
 def trusted_key_for(configured: str | None, workdir: str) -> str:
-    """The public key that verifies what `resolve_key` signs (written beside the private key)."""
-    key = resolve_key(configured, workdir)
-    pub = public_key_path(key.path)
-    if not os.path.exists(pub):
-        with open(pub, "wb") as f:
-            f.write(key.public_pem())
-    return pub
+    """The public key that verifies what `resolve_key` signs (`<private>.pub`, derived
+    from the private key)."""
+    return _write_public(resolve_key(configured, workdir))
 
 
 def _sign(folder: str, signature: str, key: SigningKey, ignore: list[str]) -> dict:

@@ -101,6 +101,19 @@ def test_keys_come_from_the_environment_the_config_or_a_generated_demo_key(keys,
         signing.generate_key(keys["ours"].path)
 
 
+def test_runs_starting_at_once_on_a_fresh_workdir_share_one_demo_key(tmp_path, monkeypatch):
+    import concurrent.futures
+
+    monkeypatch.delenv(signing.KEY_ENV, raising=False)
+    work = str(tmp_path / "work")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(lambda _: signing.resolve_key(None, work).public_pem(), range(8)))
+    assert len(set(keys)) == 1
+    with open(signing.trusted_key_for(None, work), "rb") as f:
+        assert f.read() == keys[0]  # the public key matches the private key that won
+    assert [n for n in os.listdir(tmp_path / "work" / "keys") if n.startswith(".")] == []  # no temp files left
+
+
 def test_retrain_verify_exit_codes(build, keys, tmp_path):
     base = tmp_path / "work" / "serving" / "toy"
     good = _pushed(build, base, 1, keys["ours"])
