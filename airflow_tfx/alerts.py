@@ -32,12 +32,14 @@ from airflow_tfx import arrivals, links
 from core import outcome as outcomes
 
 GATE_STOP = "gate_stop"
+SKEW_STOP = "skew_stop"
 REFUSED = "refused"
 TASK_FAILURE = "task_failure"
 DEADLINE_MISSED = "deadline_missed"
-KINDS = (GATE_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED)
+KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED)
 _TITLES = {
     GATE_STOP: "the data gate stopped the span",
+    SKEW_STOP: "serving skew stopped the span (the served model's traffic differs from its training data)",
     REFUSED: "the candidate model was refused",
     TASK_FAILURE: "a task failed",
     DEADLINE_MISSED: "the run missed its deadline",
@@ -141,15 +143,19 @@ def span_of(context: Mapping[str, Any]) -> str | None:
 class FailureNotifier(BaseNotifier):
     """`on_failure_callback` of every task: a gate stop or a failure after the last retry."""
 
-    def __init__(self, *, pipeline: str, settings: Mapping[str, Any], gate_task: str):
+    def __init__(self, *, pipeline: str, settings: Mapping[str, Any], gate_task: str, skew_task: str | None = None):
         super().__init__()
-        self.pipeline, self.settings, self.gate_task = pipeline, dict(settings), gate_task
+        self.pipeline, self.settings, self.gate_task, self.skew_task = pipeline, dict(settings), gate_task, skew_task
 
     def notify(self, context: Any) -> None:
         ti = context["ti"]
         error = context.get("exception")
         reason = str(error) if error else "see the task log"
-        kind = GATE_STOP if ti.task_id.endswith(self.gate_task) else TASK_FAILURE
+        kind = TASK_FAILURE
+        if ti.task_id.endswith(self.gate_task):
+            kind = GATE_STOP
+        elif self.skew_task and ti.task_id.endswith(self.skew_task):
+            kind = SKEW_STOP
         alert = Alert(kind, self.pipeline, span_of(context), context["run_id"], reason, ti.dag_id, ti.task_id)
         send(self.settings, alert, context, getattr(ti, "log", log))
 

@@ -122,7 +122,7 @@ def build_dag(
     # Where the TFX runtime finds the project's files: this checkout, or the image's copy.
     config = make.path(template["config"])
     on_failure = alerts.FailureNotifier(pipeline=template["pipeline"], settings=alert_settings,
-                                        gate_task=nodes.DATA_GATE)
+                                        gate_task=nodes.DATA_GATE, skew_task=nodes.SERVING_SKEW)
     with DAG(
         dag_id=dag_id,
         schedule=_schedule(settings, asset),

@@ -83,7 +83,8 @@ def _drop_empty_options(args: Sequence[str]) -> list[str]:
 # Exit code -> (Airflow exception, what the task log says). AirflowFailException fails the
 # task without retries: a verdict on the data or a missing decision does not change on retry.
 _FAILURES = {
-    exit_codes.GATE_STOPPED: (AirflowFailException, "the data gate stopped this span (no retry)"),
+    exit_codes.GATE_STOPPED: (AirflowFailException, "a data check (the data gate, or serving skew set to block) "
+                                                    "stopped this span (no retry)"),
     exit_codes.BAD_INPUT: (AirflowFailException, "bad input (no retry)"),
     exit_codes.AWAITING_APPROVAL: (AirflowFailException, "no reviewer decision recorded for this candidate (no retry)"),
 }

@@ -249,3 +249,8 @@ def ServingSkew(
 
 class ServingSkewError(RuntimeError):
     """The served model's traffic differs from its training data beyond the limits (action: block)."""
+
+
+def is_skew_stop(exc: BaseException | None) -> bool:
+    """True when the node failed because the skew check blocked the run (not a crash in it)."""
+    return isinstance(exc, ServingSkewError)

@@ -291,7 +291,8 @@ def classify(record: RunRecord) -> Outcome:
         return Outcome(outcomes.PUSHED)
     gate = record.data_gate
     failed = record.failed_node
-    if (gate and not gate.get("passed")) or (failed and failed.gate_stopped):
+    skew_stop = failed is not None and failed.node_id == N.SERVING_SKEW
+    if (gate and not gate.get("passed")) or (failed and failed.gate_stopped and not skew_stop):
         features = ", ".join((gate or {}).get("blocking_features") or [])
         return Outcome(outcomes.STOPPED_BY_DATA_GATE, f"stopped by the data gate: {features}")
     skew = record.serving_skew

@@ -20,6 +20,7 @@ from tfx.orchestration.portable.mlmd import execution_lib
 from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate.component import is_gate_stop
+from components.serving_skew import is_skew_stop
 from core import files, keras_env, mlmd
 from core import metadata as core_metadata
 from core.results import FAILED, NodeResult
@@ -146,7 +147,9 @@ def failed_result(node_id: str, error: Exception, seconds: float) -> NodeResult:
         FAILED,
         seconds=seconds,
         error=describe_error(error),
-        gate_stopped=is_gate_stop(error),
+        # A verdict on the data (the data gate's, or serving skew's with action: block), not
+        # a crash: the run stops (exit 3) and an orchestrator does not retry it.
+        gate_stopped=is_gate_stop(error) or is_skew_stop(error),
         gate_report=getattr(error, "report_path", None),
         approval_pending=type(error).__name__ == "ApprovalPending",
     )

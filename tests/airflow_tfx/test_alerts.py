@@ -51,6 +51,14 @@ def test_a_gate_stop_is_mailed_with_span_reason_and_report(inbox):
     _assert_alert(message, 201304, "trip_miles drift 0.41", "validate_data.DataGate", "manual__2013-05-01")
 
 
+def test_a_serving_skew_block_is_mailed_as_a_skew_stop(inbox):
+    notifier = alerts.FailureNotifier(pipeline="taxi", settings=SETTINGS, gate_task="DataGate", skew_task="ServingSkew")
+    notifier.notify(_context("validate_data.ServingSkew", RuntimeError("serving skew: trip_miles L-infinity 0.5 > 0.2")))
+    [message] = inbox.messages
+    assert "serving skew stopped the span" in message["subject"]
+    _assert_alert(message, 201304, "trip_miles L-infinity 0.5", "validate_data.ServingSkew", "manual__2013-05-01")
+
+
 def test_a_task_failure_after_its_retries_is_mailed(inbox):
     notifier = alerts.FailureNotifier(pipeline="taxi", settings=SETTINGS, gate_task="DataGate")
     notifier.notify(_context("train.Trainer", RuntimeError("TFX runtime command failed with exit code 1: OOM")))

@@ -101,7 +101,7 @@ def test_failing_node_fails_with_the_cause_and_may_retry(runtime):
 
 
 def test_data_gate_stop_fails_without_retry(runtime):
-    with pytest.raises(AirflowFailException, match="data gate stopped"):
+    with pytest.raises(AirflowFailException, match=r"stopped this span \(no retry\)(.|\n)*DataGateError"):
         _run("gate", runtime("gate"))
 
 
@@ -145,7 +145,7 @@ def test_blank_optional_params_are_dropped():
 @pytest.mark.parametrize(("rc", "exception", "says"), [
     (exit_codes.FAILED, AirflowException, "failed with exit code 1"),
     (exit_codes.BAD_INPUT, AirflowFailException, "bad input (no retry)"),
-    (exit_codes.GATE_STOPPED, AirflowFailException, "data gate stopped this span (no retry)"),
+    (exit_codes.GATE_STOPPED, AirflowFailException, "the data gate, or serving skew set to block) stopped this span (no retry)"),
     (exit_codes.AWAITING_APPROVAL, AirflowFailException, "no reviewer decision"),
     (137, AirflowException, "failed with exit code 137"),  # killed (OOM): may be retried
 ])

@@ -24,3 +24,13 @@ def test_plain_errors_read_as_before_and_long_ones_are_cut():
     assert len(describe_error(ValueError("y" * 5000))) == 1500
     result = failed_result("CsvExampleGen", _wrapped(), 1.0)
     assert result.status == "failed" and not result.gate_stopped and "Columns do not match" in result.error
+
+
+def test_a_serving_skew_block_is_a_stop_not_a_crash():
+    from components.data_gate.component import DataGateError
+    from components.serving_skew import ServingSkewError
+
+    skew = failed_result("ServingSkew", ServingSkewError("serving skew: trip_miles"), 1.0)
+    gate = failed_result("DataGate", DataGateError("span 201701 stopped: payment_type", "/tmp/report.json", ["payment_type"]), 1.0)
+    crash = failed_result("ServingSkew", OSError("disk full"), 1.0)
+    assert skew.gate_stopped and gate.gate_stopped and not crash.gate_stopped  # exit 3, no retry: only verdicts
