@@ -19,6 +19,7 @@ def add_parsers(sub) -> None:
     infer.add_argument("--spans", help="FIRST..LAST (default: all)")
     infer.add_argument("--out", required=True, help="where to write schema.pbtxt")
     infer.add_argument("--force", action="store_true", help="overwrite an existing file")
+    infer.add_argument("--label", help="the label column: kept out of the SERVING environment (requests have no label)")
     cal = schema_sub.add_parser(
         "calibrate", help="set the data gate's limits from the month-to-month history of the spans"
     )
@@ -74,7 +75,7 @@ def cmd_schema_infer(args: argparse.Namespace) -> int:
     chosen = _chosen_spans(root, args.spans)
     sys.stderr.write(f"inferring a schema from {len(chosen)} span(s) {chosen[0]}..{chosen[-1]}\n")
     try:
-        path = schema_tools.infer_schema(root, chosen, args.out, force=args.force)
+        path = schema_tools.infer_schema(root, chosen, args.out, force=args.force, label=args.label)
     except FileExistsError as e:
         raise BadInput(str(e)) from e
     sys.stdout.write(f"wrote {path}: curate it (domains, presence limits) before checking it in\n")

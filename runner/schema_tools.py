@@ -11,17 +11,27 @@ import shutil
 import tempfile
 
 from core import files, spans
+from core.errors import BadInput
 
 
-def infer_schema(data_root: str, span_numbers: list[int], out_path: str, force: bool = False) -> str:
+class SchemaError(BadInput):
+    """A schema that cannot be inferred as asked (e.g. a label that is not a column)."""
+
+
+def infer_schema(data_root: str, span_numbers: list[int], out_path: str, force: bool = False,
+                 label: str | None = None) -> str:
     """Infers a schema from the CSVs of the given spans and writes it as text.
 
     The CSV is decoded by TFDV's CSV decoder, the same type inference CsvExampleGen uses,
-    so an integer column with blanks stays INT (pandas would make it FLOAT).
+    so an integer column with blanks stays INT (pandas would make it FLOAT). With `label`,
+    the schema gets TFDV's TRAINING and SERVING environments and the label is kept out of
+    SERVING: served requests carry no label, and the serving-skew check validates logged
+    traffic against that environment.
 
     Raises:
       FileExistsError: `out_path` exists and `force` is False (a curated schema is never
         overwritten by accident).
+      SchemaError: `label` is not a column of the spans (nothing is written).
     """
     import tensorflow_data_validation as tfdv  # heavy: only when the command runs
 
@@ -41,6 +51,12 @@ def infer_schema(data_root: str, span_numbers: list[int], out_path: str, force: 
                         shutil.copyfileobj(f, out)
         stats = tfdv.generate_statistics_from_csv(data_location=merged)
     schema = tfdv.infer_schema(stats)
+    if label:
+        names = [f.name for f in schema.feature]
+        if label not in names:
+            raise SchemaError(f"label {label!r} is not a column of the spans (columns: {', '.join(names)})")
+        schema.default_environment[:] = ["TRAINING", "SERVING"]
+        tfdv.get_feature(schema, label).not_in_environment.append("SERVING")
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     tfdv.write_schema_text(schema, out_path)
     return out_path
