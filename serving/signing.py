@@ -215,24 +215,38 @@ def differences(folder: str, signature: str) -> list[str]:
 
 
 def _verify(folder: str, signature: str, trusted: list[str], what: str) -> dict:
+    """The signer is found by the bundle's key hint among the trusted keys, then the bundle
+    is verified with that key and the files re-hashed: each failure says which it was (an
+    untrusted signer, a bad or unreadable signature, files that differ, a file that cannot
+    be hashed such as a symlink)."""
     from model_signing import verifying
 
+    rel = os.path.relpath(signature, folder)
     if not os.path.isfile(signature):
-        raise SignatureError(f"{what} {folder} is not signed: {os.path.relpath(signature, folder)} is missing")
+        raise SignatureError(f"{what} {folder} is not signed: {rel} is missing")
+    try:
+        info = describe(signature)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SignatureError(f"{what} {folder}: unreadable signature {rel}: {type(e).__name__}: {e}") from None
+    by_id = {}
     for public_key in trusted:
-        try:
-            verifying.Config().use_elliptic_key_verifier(public_key=public_key).verify(folder, signature)
-            return {**describe(signature), "trusted_key": public_key}
-        except ValueError as e:
-            if "Signature mismatch" in str(e):
-                # Signed by this key, but the files differ: no other key changes that.
-                found = "; ".join(differences(folder, signature)) or str(e)
-                raise SignatureError(f"{what} {folder} does not match its signature: {found}") from None
-            logger.debug("%s does not verify with %s: %s", signature, public_key, e)
-        except Exception as e:  # noqa: BLE001  a bundle this key did not sign, or unreadable
-            logger.debug("%s does not verify with %s: %s", signature, public_key, e)
-    raise SignatureError(f"{what} {folder}: the signature does not verify with the trusted key(s) "
-                         f"{', '.join(trusted)}")
+        with open(public_key, "rb") as f:
+            by_id[key_id(f.read())] = public_key
+    public_key = by_id.get(info["key_id"])
+    if public_key is None:
+        raise SignatureError(f"{what} {folder}: signed by key {info['key_id'][:16]}, which does not verify with the "
+                             f"trusted key(s) {', '.join(trusted)}")
+    try:
+        verifying.Config().use_elliptic_key_verifier(public_key=public_key).verify(folder, signature)
+    except ValueError as e:
+        if "Signature mismatch" in str(e):
+            found = "; ".join(differences(folder, signature)) or str(e)
+            raise SignatureError(f"{what} {folder} does not match its signature: {found}") from None
+        raise SignatureError(f"{what} {folder} does not verify: {e}") from None
+    except Exception as e:  # noqa: BLE001  a forged or corrupted bundle: the library's own words
+        reason = str(e) or "the bundle was altered, or not made with this key"
+        raise SignatureError(f"{what} {folder} does not verify with {public_key}: {type(e).__name__}: {reason}") from None
+    return {**info, "trusted_key": public_key}
 
 
 def verify_version(version_dir: str, trusted: list[str]) -> dict:

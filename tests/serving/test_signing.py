@@ -38,6 +38,15 @@ def _pub(key):
     return signing.public_key_path(key.path)
 
 
+def _forge(signature):
+    with open(signature) as f:
+        bundle = json.load(f)
+    sig = bundle["dsseEnvelope"]["signatures"][0]["sig"]
+    bundle["dsseEnvelope"]["signatures"][0]["sig"] = ("B" if sig[0] == "A" else "A") + sig[1:]
+    with open(signature, "w") as f:
+        json.dump(bundle, f)
+
+
 def _variables_file(version_dir):
     return os.path.join(version_dir, "variables", "variables.data-00000-of-00001")
 
@@ -56,7 +65,11 @@ def test_a_signed_push_verifies_and_names_its_signer(build, keys, tmp_path):
     (lambda p: open(os.path.join(p, "assets.extra", "extra.txt"), "w").write("x"), "added assets.extra/extra.txt"),
     (lambda p: os.remove(os.path.join(p, "assets.extra", "push_info.json")), "missing assets.extra/push_info.json"),
     (lambda p: os.remove(os.path.join(p, signing.SIGNATURE)), "is not signed: assets.extra/model.sig is missing"),
-], ids=["changed-byte", "added-file", "missing-file", "unsigned"])
+    # Not listed in the issue, the same class: a file that cannot be hashed, a forged bundle.
+    (lambda p: os.symlink("/etc/hostname", os.path.join(p, "variables", "link")), "because it is a symlink"),
+    (lambda p: _forge(os.path.join(p, signing.SIGNATURE)), "InvalidSignature: the bundle was altered"),
+    (lambda p: open(os.path.join(p, signing.SIGNATURE), "w").write("{"), "unreadable signature assets.extra/model.sig"),
+], ids=["changed-byte", "added-file", "missing-file", "unsigned", "symlink", "forged-bundle", "unreadable-bundle"])
 def test_tampered_versions_are_refused_with_the_reason(build, keys, tmp_path, tamper, expected):
     path = _pushed(build, tmp_path / "toy", 1, keys["ours"])
     tamper(path)
