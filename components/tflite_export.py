@@ -58,15 +58,19 @@ def TFLiteExport(
         exports.set_int_custom_property("exported", 0)
         logger.info("nothing was pushed: no TFLite export")
         return
+    import tensorflow as tf
+
     saved_model = os.path.join(model.uri, "Format-Serving")
-    eval_x, eval_y = tflite.transformed_examples(saved_model, _split_files(examples, "eval"), input_key, label_key)
-    representative, _ = tflite.transformed_examples(saved_model, _split_files(examples, "train"), input_key, label_key,
+    loaded = tf.saved_model.load(saved_model)  # once: its transform, its reference signature
+    eval_x, eval_y = tflite.transformed_examples(loaded, _split_files(examples, "eval"), input_key, label_key)
+    representative, _ = tflite.transformed_examples(loaded, _split_files(examples, "train"), input_key, label_key,
                                                     limit=representative_examples)
     record = tflite.export(saved_model, signature, eval_x, eval_y, representative,
-                           tuple(v.strip() for v in variants.split(",") if v.strip()), max_accuracy_drop, exports.uri)
+                           tuple(v.strip() for v in variants.split(",") if v.strip()), max_accuracy_drop, exports.uri,
+                           model=loaded)
     if raw_input_key:
         with open(os.path.join(exports.uri, tflite.PREPROCESSING_FILE), "w", encoding="utf-8") as f:
-            json.dump({"input": signature, **_zscore(saved_model, examples, raw_input_key, input_key)}, f, indent=2)
+            json.dump({"input": signature, **_zscore(loaded, examples, raw_input_key, input_key)}, f, indent=2)
     key = signing.resolve_key(signing_key or None, signing_workdir) if signing_workdir else None
     target = os.path.join(tflite.folder(os.path.dirname(destination)), version)
     published = tflite.publish(exports.uri, record, target, sign_with=key)
@@ -87,7 +91,7 @@ def TFLiteExport(
                     max_accuracy_drop, "published" if r["passed"] else "NOT published")
 
 
-def _zscore(saved_model: str, examples: list, raw_input_key: str, input_key: str) -> dict:
+def _zscore(loaded, examples: list, raw_input_key: str, input_key: str) -> dict:
     """The statistics a device applies to decoded pixels before the model (fitted from the
     SavedModel's own transform on a few eval examples)."""
     import numpy as np
@@ -95,7 +99,7 @@ def _zscore(saved_model: str, examples: list, raw_input_key: str, input_key: str
 
     files = _split_files(examples, "eval")
     batch = next(iter(tf.data.TFRecordDataset(files, compression_type="GZIP").batch(16)))
-    transformed = tf.saved_model.load(saved_model).signatures["transform_features"](examples=batch)[input_key].numpy()
+    transformed = loaded.signatures["transform_features"](examples=batch)[input_key].numpy()
     parsed = tf.io.parse_example(batch, {raw_input_key: tf.io.FixedLenFeature([], tf.string)})[raw_input_key]
     raw = np.stack([tf.io.decode_image(b, expand_animations=False).numpy() for b in parsed]).astype(np.float32) / 255.0
     return tflite.zscore_statistics(raw, transformed)

@@ -30,9 +30,14 @@ def write_text(path: str, text: str) -> str:
     return write_bytes(path, text.encode("utf-8"))
 
 
-def replace_dir(staging: str, target: str) -> str:
-    """Moves a fully written `staging` folder to `target`, replacing what was there."""
-    old = _tmp(target) + ".old"
+def replace_dir(staging: str, target: str, aside: str | None = None) -> str:
+    """Moves a fully written `staging` folder to `target`, replacing what was there.
+
+    The replaced folder is renamed to `aside` (default: beside the target) and deleted;
+    give a path outside a folder that must never hold a stray entry (a signed version).
+    """
+    old = aside or _tmp(target) + ".old"
+    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
     if os.path.exists(target):
         os.rename(target, old)
     os.rename(staging, target)

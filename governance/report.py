@@ -69,11 +69,5 @@ def write(record: RunRecord, pipeline_root: str, sign_with: signing.SigningKey |
             shutil.copy(p, staging)
         if signed:
             signing.sign_report_folder(staging, sign_with)
-        old = staging + ".old"
-        if os.path.exists(target):
-            os.rename(target, old)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.rename(staging, target)
-        shutil.rmtree(old, ignore_errors=True)
-        paths["with_model"] = target
+        paths["with_model"] = files.replace_dir(staging, target, aside=staging + ".old")
     return {**paths, "report": report}

@@ -27,6 +27,8 @@ import time
 
 import numpy as np
 
+from core import files
+
 VARIANTS = ("float", "dynamic_range", "int8")
 EXPORT_FILE = "export.json"
 PREPROCESSING_FILE = "preprocessing.json"
@@ -41,13 +43,13 @@ def folder(serving_model_dir: str) -> str:
     return os.path.normpath(serving_model_dir) + "-tflite"
 
 
-def transformed_examples(saved_model_dir: str, example_files: list[str], input_key: str, label_key: str,
+def transformed_examples(model, example_files: list[str], input_key: str, label_key: str,
                          limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(inputs, labels) of serialized tf.Examples through the SavedModel's
+    """(inputs, labels) of serialized tf.Examples through the loaded SavedModel's
     `transform_features` signature: what the TFLite signature takes."""
     import tensorflow as tf
 
-    transform = tf.saved_model.load(saved_model_dir).signatures["transform_features"]
+    transform = model.signatures["transform_features"]
     dataset = tf.data.TFRecordDataset(example_files, compression_type="GZIP").batch(256)
     xs, ys, n = [], [], 0
     for batch in dataset:
@@ -135,13 +137,15 @@ def zscore_statistics(raw: np.ndarray, transformed: np.ndarray) -> dict:
 
 
 def export(saved_model_dir: str, signature: str, eval_x: np.ndarray, eval_y: np.ndarray,
-           representative: np.ndarray, variants: tuple[str, ...], max_accuracy_drop: float, out_dir: str) -> dict:
+           representative: np.ndarray, variants: tuple[str, ...], max_accuracy_drop: float, out_dir: str,
+           model=None) -> dict:
     """Converts, scores and writes every variant to `out_dir`; returns the export record:
-    the SavedModel's accuracy and, per variant, size, accuracy, drop, whether it passes."""
+    the SavedModel's accuracy and, per variant, size, accuracy, drop, whether it passes.
+    `model`: the SavedModel already loaded, if the caller has it."""
     import tensorflow as tf
 
     os.makedirs(out_dir, exist_ok=True)
-    reference = tf.saved_model.load(saved_model_dir).signatures[signature]
+    reference = (model or tf.saved_model.load(saved_model_dir)).signatures[signature]
     output = next(iter(reference.structured_outputs))
     saved_accuracy = accuracy(lambda x: reference(tf.constant(x))[output].numpy(), eval_x, eval_y)
     record = {"signature": signature, "eval_examples": int(len(eval_y)), "representative_examples": int(len(representative)),
@@ -193,9 +197,4 @@ def publish(out_dir: str, record: dict, target: str, sign_with=None) -> str | No
         from serving import signing
 
         signing.sign_version(staging, sign_with)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    if os.path.exists(target):
-        os.rename(target, old)
-    os.rename(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
-    return target
+    return files.replace_dir(staging, target, aside=old)

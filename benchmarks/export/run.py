@@ -68,19 +68,19 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     from serving import signing, tflite
-    from serving.layout import discover  # noqa: F401  (the serving side's view of versions)
 
     version_dir, saved_model = _pushed(args.workdir)
     root = os.path.join(args.workdir, "pipeline_root", "digits")
     examples = sorted(glob.glob(os.path.join(root, "ImportExampleGen", "examples", "*")))
     eval_files = sorted(f for e in examples for f in glob.glob(os.path.join(e, "Split-eval", "*")))
     train_files = sorted(f for e in examples for f in glob.glob(os.path.join(e, "Split-train", "*")))
-    eval_x, eval_y = tflite.transformed_examples(saved_model, eval_files, "image_xf", "label_xf")
-    rep, _ = tflite.transformed_examples(saved_model, train_files, "image_xf", "label_xf", limit=200)
+    loaded = tf.saved_model.load(saved_model)
+    eval_x, eval_y = tflite.transformed_examples(loaded, eval_files, "image_xf", "label_xf")
+    rep, _ = tflite.transformed_examples(loaded, train_files, "image_xf", "label_xf", limit=200)
     out = tempfile.mkdtemp(prefix="bench-export-")
-    record = tflite.export(saved_model, "pixels", eval_x, eval_y, rep, tflite.VARIANTS, 1.0, out)
+    record = tflite.export(saved_model, "pixels", eval_x, eval_y, rep, tflite.VARIANTS, 1.0, out, model=loaded)
 
-    pixels = tf.saved_model.load(saved_model).signatures["pixels"]
+    pixels = loaded.signatures["pixels"]
     rows = [("SavedModel", record["saved_model"]["size_bytes"], record["saved_model"]["accuracy"],
              *_latency_ms(lambda x: pixels(tf.constant(x))["probabilities"].numpy(), eval_x, args.latency_runs))]
     for variant in tflite.VARIANTS:
