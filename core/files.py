@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 
@@ -43,3 +44,12 @@ def replace_dir(staging: str, target: str, aside: str | None = None) -> str:
     os.rename(staging, target)
     shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def sha256_file(path: str) -> str:
+    """The hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

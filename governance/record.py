@@ -16,12 +16,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import glob
-import hashlib
 import json
 import os
 from typing import Any
 
-from core import layout
+from core import files, layout
 from core import nodes as N
 from core import outcome as outcomes
 from core import spans as span_lib
@@ -165,11 +164,6 @@ def feature_summary(dataset) -> list[dict]:
                          avg_bytes=round(s.avg_num_bytes, 1), unique=s.unique)
         out.append(entry)
     return out
-
-
-def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def _json_prop(value: Any) -> Any:
@@ -353,7 +347,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     if schema is not None:
         path = os.path.join(schema.uri, "schema.pbtxt")
         r.schema = {"source": schema_node.exec_properties().get("schema_file"), "path": path,
-                    "sha256": _sha256(path) if os.path.exists(path) else None}
+                    "sha256": files.sha256_file(path) if os.path.exists(path) else None}
 
     gate = nodes.get(N.DATA_GATE)
     if gate is not None:

@@ -23,7 +23,7 @@ import logging
 import os
 import tempfile
 
-from core import layout
+from core import files, layout
 from core.errors import BadInput
 
 logger = logging.getLogger(__name__)
@@ -186,14 +186,6 @@ def describe(signature_path: str) -> dict:
     }
 
 
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def differences(folder: str, signature: str) -> list[str]:
     """What differs from the signed manifest: changed, added and missing files, by name."""
     with open(signature, encoding="utf-8") as f:
@@ -207,7 +199,7 @@ def differences(folder: str, signature: str) -> list[str]:
         for name in names:
             rel = os.path.normpath(os.path.join(rel_root, name))
             if rel not in ignored:
-                actual[rel] = _file_sha256(os.path.join(root, name))
+                actual[rel] = files.sha256_file(os.path.join(root, name))
     out = [f"changed {n}" for n in sorted(signed.keys() & actual.keys()) if signed[n] != actual[n]]
     out += [f"added {n}" for n in sorted(actual.keys() - signed.keys())]
     out += [f"missing {n}" for n in sorted(signed.keys() - actual.keys())]
