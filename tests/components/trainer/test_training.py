@@ -116,8 +116,9 @@ def test_backup_and_restore_resumes_a_killed_trainer(data, tmp_path):
                "--backup-every", "25", "--backup-root", str(backup_root))
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    # The checkpoint's index file is written last: once it is there, the checkpoint is whole.
-    while not list(backup_root.glob("*/chief/*.index")):
+    # CheckpointManager writes the data and index files, then atomically points the
+    # `checkpoint` state file at them; restore reads that file, so it marks a whole checkpoint.
+    while not list(backup_root.glob("*/chief/checkpoint")):
         assert proc.poll() is None, "the job ended before its first checkpoint"
         assert time.time() < deadline, "no checkpoint within 120 s"
         time.sleep(0.2)
