@@ -7,6 +7,8 @@ import html
 import json
 from typing import Any
 
+from core import tasks
+
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d2330;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}
@@ -299,7 +301,7 @@ def render(r: dict) -> str:
                     f"<td>{_e('[' + ', '.join(_fmt(x) for x in c['interval']) + '] at ' + format(c['confidence'], '.0%') + ' one-sided') if c.get('interval') else 'none'}</td>"
                     f"<td>{_e(_fmt(c.get('tolerance')))}</td><td>{_e(c['verdict'])}</td></tr>"
                     for c in verdict["comparisons"]) + "</table>")
-        primary = next((m for m in ("auc", "sparse_categorical_accuracy", "binary_accuracy") if m in ev["overall"]), None)
+        primary = tasks.primary_metric(ev["overall"])
         if primary and ev.get("slices"):
             labels = list(ev["slices"])
             series = {"candidate": [ev["slices"][s].get(primary, {}).get("candidate") for s in labels]}

@@ -32,7 +32,6 @@ from serving import signing
 # MLMD execution states as the runner's node statuses (a node that never ran has none).
 _STATUS_OF_STATE = {"COMPLETE": COMPLETE, "CACHED": CACHED, "FAILED": FAILED, "CANCELED": SKIPPED,
                     "RUNNING": "running", "NEW": "running"}
-KEY_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy")
 
 
 @dataclasses.dataclass

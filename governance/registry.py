@@ -9,15 +9,13 @@ import json
 import os
 from typing import Any
 
-from core import files, layout, nodes
+from core import files, layout, nodes, tasks
 from core import mlmd as lineage
 from core.mlmd import props
 from governance import record as record_lib
 from governance import report as report_lib
 from serving import history, model_config, versions
 from serving.layout import discover
-
-_KEY_METRICS = record_lib.KEY_METRICS
 
 
 def _training_execution(store, model):
@@ -65,7 +63,7 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
         rows.append({
             "model_id": model.id, "run_id": run_id, "span": (rep.get("data") or {}).get("span"),
             "window": [w["span"] for w in (rep.get("data") or {}).get("window") or []],
-            "metrics": {m: overall[m].get("candidate") for m in _KEY_METRICS if m in overall},
+            "metrics": {m: overall[m].get("candidate") for m in tasks.ALL_KEY_METRICS if m in overall},
             "blessed": rep.get("blessed"), "serving_check": (rep.get("serving_check") or {}).get("passed"),
             "approval": (rep.get("approval") or {}).get("decision"),
             "pushed_version": version, "still_on_disk": version in available if version else False,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from core import tasks
 from governance.record import RunRecord
 
-_SUMMARY_METRICS = ("example_count", "auc", "binary_accuracy", "sparse_categorical_accuracy")
+_SUMMARY_METRICS = ("example_count", *tasks.ALL_KEY_METRICS)
 # Every summary has these keys (None when the run did not get that far).
 _SUMMARY_KEYS = (
     "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
@@ -149,7 +150,7 @@ def format_summary(summary: dict) -> str:
     ev = summary["evaluation"]
     if ev:
         cand, base = ev["candidate"], ev["baseline"]
-        for metric in ("auc", "binary_accuracy", "sparse_categorical_accuracy", "example_count"):
+        for metric in (*tasks.ALL_KEY_METRICS, "example_count"):
             if metric in cand:
                 b = f"   baseline {base[metric]}" if base and metric in base else ""
                 lines.append(f"  {metric:<17}candidate {cand[metric]}{b}" if len(metric) < 17 else f"  {metric}  candidate {cand[metric]}{b}")

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from components.trainer import export, training
+from components.trainer import heads, training
+from core import tasks
 from pipelines.digits import features
 from pipelines.digits.hparams import HParams
 
@@ -36,6 +37,12 @@ def _residual_block(x, filters: int, stride: int):
         shortcut = tf.keras.layers.Conv2D(filters, 1, strides=stride, use_bias=False)(shortcut)
         shortcut = tf.keras.layers.BatchNormalization(momentum=_BN_MOMENTUM)(shortcut)
     return tf.keras.layers.ReLU()(tf.keras.layers.Add()([y, shortcut]))
+
+
+# Ten classes, named "0".."9" in TF Serving's :classify answers; serving_default's output
+# is "probabilities".
+HEAD = heads.Head(tasks.MULTICLASS, classes=tuple(str(c) for c in range(features.NUM_CLASSES)),
+                  output_key="probabilities")
 
 
 def _build_model(hparams: HParams, input_size: int = features.RAW_IMAGE_SIZE) -> tf.keras.Model:
@@ -64,15 +71,8 @@ def _build_model(hparams: HParams, input_size: int = features.RAW_IMAGE_SIZE) ->
         for i, width in enumerate(hparams.widths):
             x = _residual_block(x, width, stride=1 if i == 0 else 2)
         x = tf.keras.layers.GlobalAveragePooling2D()(x)
-    logits = tf.keras.layers.Dense(features.NUM_CLASSES)(x)
-    # Softmax in float32 even under a mixed-precision policy.
-    probabilities = tf.keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
-    model = tf.keras.Model(inputs, probabilities)
-    model.compile(
-        loss="sparse_categorical_crossentropy",
-        optimizer=tf.keras.optimizers.Adam(learning_rate=hparams.learning_rate),
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()],
-    )
+    model = tf.keras.Model(inputs, HEAD.output(x))
+    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=hparams.learning_rate), **HEAD.compile_args())
     return model
 
 
@@ -90,25 +90,8 @@ def transform_fn(tft_output: tft.TFTransformOutput):
 def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput) -> dict:
     """`serving_default` (raw examples -> class probabilities), `transform_features` (for TFMA),
     `classification` (TF Serving's :classify) and `pixels` (transformed pixels, for TFLite)."""
-    model.tft_layer = tft_output.transform_features_layer()
-    raw_spec = tft_output.raw_feature_spec()
-    serving_spec = {k: v for k, v in raw_spec.items() if k != features.LABEL_KEY}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def serve_tf_examples(serialized):
-        transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
-        return {"probabilities": model(transformed[features.IMAGE_XF])}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def transform_features(serialized):
-        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
-
-    # TF Serving's :classify (method name set at export): class names and their scores.
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    def classify(serialized):
-        scores = serve_tf_examples(serialized)["probabilities"]
-        names = tf.constant([[str(c) for c in range(features.NUM_CLASSES)]])
-        return {"classes": tf.tile(names, [tf.shape(scores)[0], 1]), "scores": scores}
+    signatures = heads.example_signatures(model, tft_output, features.LABEL_KEY, HEAD,
+                                          model_inputs=lambda transformed: transformed[features.IMAGE_XF])
 
     # On-device (TFLite) input: the transformed pixels [batch, 8, 8, 1] (z-scored with the
     # training window's statistics, which the TFLite export writes beside the model). The
@@ -116,13 +99,9 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
     @tf.function(input_signature=[tf.TensorSpec([None, features.RAW_IMAGE_SIZE, features.RAW_IMAGE_SIZE,
                                                  features.CHANNELS], tf.float32, name="pixels")])
     def pixels(image_xf):
-        return {"probabilities": model(image_xf)}
+        return {HEAD.output_key: model(image_xf)}
 
-    return {"serving_default": serve_tf_examples, "transform_features": transform_features, "classification": classify,
-            "pixels": pixels}
-
-
-SIGNATURE_METHODS = {"classification": export.CLASSIFY}
+    return {**signatures, "pixels": pixels}
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -134,5 +113,5 @@ def run_fn(fn_args: FnArgs) -> None:
         build_model=lambda tft_output: _build_model(hparams),
         transform=transform_fn,
         signatures=_serving_signatures,
-        signature_methods=SIGNATURE_METHODS,
+        signature_methods=HEAD.signature_methods,
     )

@@ -11,13 +11,18 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from components.trainer import export, training
+from components.trainer import heads, training
+from core import tasks
 from pipelines.taxi import features
 from pipelines.taxi.hparams import HParams
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
     import tensorflow_transform as tft
     from tfx.components.trainer.fn_args_utils import FnArgs  # = tfx.v1.components.FnArgs
+
+
+# Big tipper or not: class names "0" and "1" in TF Serving's :classify answers.
+HEAD = heads.Head(tasks.BINARY, classes=("0", "1"))
 
 
 def _build_model(vocab_sizes: dict[str, int], hparams: HParams) -> tf.keras.Model:
@@ -59,16 +64,9 @@ def _build_model(vocab_sizes: dict[str, int], hparams: HParams) -> tf.keras.Mode
             for name, inp in int_in.items()
         ]
     )
-    # Output stays float32 even under a mixed-precision policy.
-    output = tf.keras.layers.Dense(1, activation="sigmoid", dtype="float32")(
-        tf.keras.layers.concatenate([deep, wide])
-    )
+    output = HEAD.output(tf.keras.layers.concatenate([deep, wide]))
     model = tf.keras.Model({**dense_in, **int_in}, output)
-    model.compile(
-        loss="binary_crossentropy",
-        optimizer=tf.keras.optimizers.Adam(learning_rate=hparams.learning_rate),
-        metrics=[tf.keras.metrics.BinaryAccuracy(), tf.keras.metrics.AUC(name="auc")],
-    )
+    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=hparams.learning_rate), **HEAD.compile_args())
     return model
 
 
@@ -93,42 +91,9 @@ def transform_fn(tft_output: tft.TFTransformOutput):
 
 
 def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput) -> dict:
-    """`serving_default` (raw examples -> probability) and `transform_features` (for TFMA)."""
-    model.tft_layer = tft_output.transform_features_layer()
-    raw_spec = tft_output.raw_feature_spec()
-    serving_spec = {k: v for k, v in raw_spec.items() if k != features.LABEL_KEY}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def serve_tf_examples(serialized):
-        transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
-        return {"outputs": model(transformed)}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def transform_features(serialized):
-        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
-
-    # TF Serving's :classify and :regress (method names set at export): serialized examples
-    # under "inputs"; classes/scores, and the big-tipper probability as the regression.
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    def classify(serialized):
-        p = serve_tf_examples(serialized)["outputs"]
-        scores = tf.concat([1.0 - p, p], axis=1)
-        classes = tf.tile(tf.constant([["0", "1"]]), [tf.shape(p)[0], 1])
-        return {"classes": classes, "scores": scores}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    def regress(serialized):
-        return {"outputs": tf.reshape(serve_tf_examples(serialized)["outputs"], [-1])}
-
-    return {
-        "serving_default": serve_tf_examples,
-        "transform_features": transform_features,
-        "classification": classify,
-        "regression": regress,
-    }
-
-
-SIGNATURE_METHODS = {"classification": export.CLASSIFY, "regression": export.REGRESS}
+    """`serving_default` (raw examples -> big-tipper probability), `transform_features` (for
+    TFMA), and TF Serving's `classification` and `regression` (the probability)."""
+    return heads.example_signatures(model, tft_output, features.LABEL_KEY, HEAD)
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -141,5 +106,5 @@ def run_fn(fn_args: FnArgs) -> None:
         build_model=lambda tft_output: build_model(tft_output, hparams),
         transform=transform_fn,
         signatures=_serving_signatures,
-        signature_methods=SIGNATURE_METHODS,
+        signature_methods=HEAD.signature_methods,
     )

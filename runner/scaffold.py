@@ -1,0 +1,498 @@
+"""`retrain new`: a pipeline that runs on a folder of spans before anyone writes model code.
+
+`plan()` reads the spans and checks everything first (name, targets, data, label, task),
+writing nothing; `write()` then writes the curated schema, the pipeline package
+(`features.py`, `preprocessing.py`, `model.py`, `hparams.py`, `config.yaml`) and the DAG
+file from `runner/templates/`, and calibrates the data gate on the spans' own history.
+If a step fails, what it wrote is removed and anything it replaced (`--force`) is put back.
+
+How columns become features (the choices are written into features.py, to edit):
+- strings: a vocabulary (top 1,000, 10 OOV buckets);
+- non-negative integer codes with at most MAX_CODES distinct values below MAX_CODES: one-hot;
+- other numbers: z-scored, or quantile-bucketized when |skewness| > SKEW_LIMIT;
+- a column with one value (or none) in every span is left out, and said so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import keyword
+import math
+import os
+import pprint
+import re
+import shutil
+import string
+from collections.abc import Callable
+
+from core import files, spans, tasks
+from core.errors import BadInput
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+SKEW_LIMIT = 2.0
+MAX_CODES = 32
+MAX_CLASSES = 100
+# Without --task: a label with at most this many distinct integers is a class label.
+AUTO_CLASSES = 20
+WINDOW = 6
+EPOCHS = 20
+
+
+class NewPipelineError(BadInput):
+    """`retrain new` cannot proceed; names the input at fault (nothing was written)."""
+
+
+@dataclasses.dataclass
+class Plan:
+    """What `write` generates, decided from the data."""
+
+    name: str
+    root: str
+    data_root: str
+    example_format: str
+    span_numbers: list[int]
+    rows: int
+    label: str
+    label_type: str  # the schema's type: INT, FLOAT, BYTES
+    task: str
+    task_reason: str
+    numeric: list[str]
+    bucket: list[str]
+    categorical: dict[str, int]
+    vocab: list[str]
+    left_out: dict[str, str]
+    slices: list[str]
+    classes: list = dataclasses.field(default_factory=list)
+    label_mean: float = 0.0
+    label_std: float = 1.0
+    thresholds: dict = dataclasses.field(default_factory=dict)
+    schema_text: str = ""
+
+    @property
+    def targets(self) -> dict[str, str]:
+        return targets(self.root, self.name)
+
+    @property
+    def window(self) -> int:
+        return min(WINDOW, len(self.span_numbers))
+
+
+def targets(root: str, name: str) -> dict[str, str]:
+    """What `retrain new NAME` writes, by role."""
+    return {
+        "pipeline": os.path.join(root, "pipelines", name),
+        "schemas": os.path.join(root, "schemas", name),
+        "dag": os.path.join(root, "dags", f"{name}_retraining.py"),
+        "template": os.path.join(root, "dags", "compiled", f"{name}.json"),
+    }
+
+
+def _example_format(data_root: str, span_numbers: list[int]) -> str:
+    found = set()
+    for span in span_numbers:
+        names = os.listdir(spans.span_dir(data_root, span))
+        found |= {fmt for fmt, suffix in spans.FILE_SUFFIXES.items() if any(n.endswith(suffix) for n in names)}
+    if len(found) != 1:
+        raise NewPipelineError(
+            f"{data_root}: the spans hold {'both CSV and TFRecord files' if found else 'no .csv or .tfrecord.gz files'};"
+            " retrain new needs one format (span-YYYYMM/*.csv or span-YYYYMM/*.tfrecord.gz)")
+    return found.pop()
+
+
+def _read_frame(data_root: str, span_numbers: list[int], example_format: str):
+    """All rows of the spans as a DataFrame of strings and numbers (None where blank)."""
+    import pandas as pd
+
+    frames = []
+    for span in span_numbers:
+        folder = spans.span_dir(data_root, span)
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if example_format == "csv" and name.endswith(".csv"):
+                spans.check_span_csv(folder)
+                frames.append(pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""]))
+            elif example_format == "tfrecord" and name.endswith(".tfrecord.gz"):
+                frames.append(pd.DataFrame(_tfrecord_rows(path)))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _tfrecord_rows(path: str) -> list[dict]:
+    import tensorflow as tf
+
+    rows = []
+    for record in tf.data.TFRecordDataset(path, compression_type="GZIP"):
+        example = tf.train.Example.FromString(record.numpy())
+        row = {}
+        for key, feature in example.features.feature.items():
+            kind = feature.WhichOneof("kind")
+            values = list(getattr(feature, kind).value) if kind else []
+            if len(values) > 1:
+                raise NewPipelineError(f"{path}: feature {key!r} has {len(values)} values in one example; retrain new"
+                                       " handles one value per column (write the model code by hand, as pipelines/digits does)")
+            if values and kind == "bytes_list":
+                try:
+                    values = [values[0].decode("utf-8")]
+                except UnicodeDecodeError:
+                    raise NewPipelineError(
+                        f"{path}: feature {key!r} holds binary bytes (an image?), not text; retrain new handles"
+                        " numbers and strings (write the model code by hand, as pipelines/digits does)") from None
+            row[key] = values[0] if values else None
+        rows.append(row)
+    return rows
+
+
+def _schema_types(schema_text: str) -> dict[str, str]:
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = text_format.Parse(schema_text, schema_pb2.Schema())
+    return {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
+
+
+def _numbers(column):
+    import pandas as pd
+
+    return pd.to_numeric(column.dropna(), errors="coerce").dropna()
+
+
+def _choose_task(label: str, values, label_type: str, asked: str | None) -> tuple[str, str]:
+    """The task (asked, or from the label's values) and why; raises on a label that cannot be it."""
+    distinct = values.nunique()
+    if distinct < 2:
+        one = values.iloc[0] if len(values) else "nothing"
+        raise NewPipelineError(f"label {label!r} has one value ({one!r}) in every span: there is nothing to learn")
+    numeric = label_type in ("INT", "FLOAT")
+    if asked == tasks.REGRESSION and not numeric:
+        sample = ", ".join(repr(v) for v in values.drop_duplicates().head(3))
+        raise NewPipelineError(f"label {label!r} is not numeric (values like {sample}): a regression label must be a number")
+    if asked == tasks.BINARY and distinct != 2:
+        raise NewPipelineError(f"label {label!r} has {distinct} values, a binary label needs exactly 2"
+                               f" (use --task {tasks.MULTICLASS if distinct <= MAX_CLASSES else tasks.REGRESSION})")
+    if asked in (tasks.BINARY, tasks.MULTICLASS) and label_type == "FLOAT":
+        raise NewPipelineError(f"label {label!r} holds fractional numbers: a class label must be text or whole numbers")
+    if asked == tasks.MULTICLASS and distinct > MAX_CLASSES:
+        raise NewPipelineError(f"label {label!r} has {distinct} values, more than the {MAX_CLASSES} classes a"
+                               " generated classifier handles")
+    if asked:
+        return asked, "as asked (--task)"
+    if distinct == 2:
+        return tasks.BINARY, "the label has two values"
+    if not numeric:
+        if distinct > MAX_CLASSES:
+            raise NewPipelineError(f"label {label!r} is text with {distinct} values: too many classes; pass --task")
+        return tasks.MULTICLASS, f"the label is text with {distinct} values"
+    if label_type == "INT" and distinct <= AUTO_CLASSES:
+        return tasks.MULTICLASS, f"the label has {distinct} whole-number values (pass --task regression to predict it as a number)"
+    return tasks.REGRESSION, f"the label is a number with {distinct} values"
+
+
+def _skewness(x) -> float:
+    std = float(x.std(ddof=0))
+    return 0.0 if std == 0 else float(((x - x.mean()) ** 3).mean() / std**3)
+
+
+def _classify_columns(frame, types: dict[str, str], label: str) -> dict:
+    out = {"numeric": [], "bucket": [], "categorical": {}, "vocab": [], "left_out": {}}
+    for column in frame.columns:
+        if column == label:
+            continue
+        values = frame[column].dropna()
+        kind = types.get(column)
+        if values.nunique() < 2:
+            out["left_out"][column] = "one value (or none) in every span"
+        elif kind == "BYTES":
+            out["vocab"].append(column)
+        elif kind not in ("INT", "FLOAT"):
+            out["left_out"][column] = f"type {kind} is not handled"
+        else:
+            x = _numbers(values)
+            if kind == "INT" and x.min() >= 0 and x.max() < MAX_CODES and x.nunique() <= MAX_CODES:
+                out["categorical"][column] = int(x.max()) + 1
+            elif abs(_skewness(x)) > SKEW_LIMIT:
+                out["bucket"].append(column)
+            else:
+                out["numeric"].append(column)
+    return out
+
+
+def _floor2(x: float) -> float:
+    return math.floor(x * 100) / 100
+
+
+def _sig4(x: float) -> float:
+    """Rounded up to 4 significant digits (a ceiling must not fall below the value)."""
+    if x <= 0:
+        return x
+    scale = 10 ** (math.floor(math.log10(x)) - 3)
+    return math.ceil(x / scale) * scale
+
+
+def _thresholds(task: str, label_values) -> dict:
+    if task == tasks.REGRESSION:
+        y = _numbers(label_values).astype(float)
+        return {
+            "max_mse": _sig4(float(((y - y.mean()) ** 2).mean())),
+            "max_mae": _sig4(float((y - y.median()).abs().mean())),
+            "max_mse_increase": 0.1,
+            "max_mae_increase": 0.1,
+        }
+    majority = float(label_values.value_counts(normalize=True).iloc[0])
+    out = {"min_accuracy": _floor2(majority)}
+    if task == tasks.BINARY:
+        out = {"min_auc": 0.6, **out, "max_auc_decrease": 0.02}
+    else:
+        out["max_accuracy_decrease"] = 0.02
+    return out
+
+
+def plan(root: str, name: str, data_root: str, label: str, task: str | None = None, force: bool = False,
+         progress: Callable[[str], None] = lambda m: None) -> Plan:
+    """Checks everything and decides what to generate; writes nothing.
+
+    Raises:
+      NewPipelineError: a bad name, existing targets without `force`, no spans, an unknown
+        label column or a label that cannot be the task's (exit 2).
+    """
+    from runner import schema_tools
+
+    if not NAME_RE.match(name or "") or keyword.iskeyword(name):
+        raise NewPipelineError(f"pipeline name {name!r}: use lower-case letters, digits and _ (a Python package name)")
+    existing = [p for p in targets(root, name).values() if os.path.exists(p)]
+    if existing and not force:
+        raise NewPipelineError(f"{', '.join(os.path.relpath(p, root) for p in existing)} already exist(s);"
+                               " pass --force to replace them")
+    if task is not None and task not in tasks.TASKS:
+        raise NewPipelineError(f"--task {task!r} is not one of {', '.join(tasks.TASKS)}")
+    data_root = os.path.abspath(data_root)
+    if not os.path.isdir(data_root):
+        raise NewPipelineError(f"--data {data_root}: no such folder")
+    span_numbers = spans.list_spans(data_root)
+    if not span_numbers:
+        raise NewPipelineError(f"--data {data_root}: no span folders (expected span-YYYYMM/*.csv or *.tfrecord.gz)")
+    example_format = _example_format(data_root, span_numbers)
+    progress(f"reading {len(span_numbers)} span(s) {span_numbers[0]}..{span_numbers[-1]} ({example_format})")
+    frame = _read_frame(data_root, span_numbers, example_format)
+    if frame.empty:
+        raise NewPipelineError(f"--data {data_root}: the spans hold no rows")
+    if label not in frame.columns:
+        raise NewPipelineError(f"label {label!r} is not a column of the spans (columns: {', '.join(frame.columns)})")
+    progress("inferring the schema (TFDV, as the pipeline's ExampleGen decodes the data)")
+    schema_text = schema_tools.infer_schema_text(data_root, span_numbers, example_format, label=label)
+    types = _schema_types(schema_text)
+    label_values = frame[label].dropna()
+    chosen, reason = _choose_task(label, label_values, types[label], task)
+    columns = _classify_columns(frame, types, label)
+    if not (columns["numeric"] or columns["bucket"] or columns["categorical"] or columns["vocab"]):
+        raise NewPipelineError(f"no column besides the label {label!r} varies: there are no features to learn from")
+    small = [c for c in columns["vocab"] + list(columns["categorical"]) if 2 <= frame[c].nunique() <= 12]
+    result = Plan(
+        name=name, root=root, data_root=data_root, example_format=example_format, span_numbers=span_numbers,
+        rows=len(frame), label=label, label_type=types[label], task=chosen, task_reason=reason,
+        numeric=columns["numeric"], bucket=columns["bucket"], categorical=columns["categorical"],
+        vocab=columns["vocab"], left_out=columns["left_out"], slices=small[:1],
+        thresholds=_thresholds(chosen, label_values), schema_text=schema_text,
+    )
+    if chosen == tasks.REGRESSION:
+        y = _numbers(label_values).astype(float)
+        result.label_mean, result.label_std = round(float(y.mean()), 4), round(float(y.std(ddof=0)), 4) or 1.0
+    else:
+        kinds = {"INT": int, "FLOAT": float}
+        result.classes = sorted({kinds.get(types[label], str)(v) for v in label_values})
+        if types[label] == "INT":
+            result.schema_text = _with_class_domain(schema_text, label, result.classes)
+    return result
+
+
+def _with_class_domain(schema_text: str, label: str, classes: list[int]) -> str:
+    """An integer class label gets its classes' range as its domain (TFDV infers none for
+    INT), so a span with an unseen class stops at the data gate instead of training on -1."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = text_format.Parse(schema_text, schema_pb2.Schema())
+    feature = next(f for f in schema.feature if f.name == label)
+    feature.int_domain.min, feature.int_domain.max = min(classes), max(classes)
+    return text_format.MessageToString(schema)
+
+
+def _py(value) -> str:
+    return pprint.pformat(value, width=96, sort_dicts=False)
+
+
+def _render(template: str, **values) -> str:
+    with open(os.path.join(TEMPLATES, template), encoding="utf-8") as f:
+        return string.Template(f.read()).substitute(**values)
+
+
+_LABEL_FNS = {
+    tasks.REGRESSION: '''
+def _label(label):
+    """The regression target as float32."""
+    return tf.cast(label, tf.float32)
+''',
+    "classification": '''
+def _label(label):
+    """The class index of each label value, in the order of `features.LABEL_CLASSES`; -1 for a
+    value not in it (the schema's domain of the label makes the data gate stop such a span)."""
+    classes = tf.constant(features.LABEL_CLASSES, dtype=label.dtype)
+    matches = tf.equal(tf.expand_dims(label, 1), tf.expand_dims(classes, 0))
+    index = tf.argmax(tf.cast(matches, tf.int64), axis=1)
+    return tf.where(tf.reduce_any(matches, axis=1), index, tf.constant(-1, tf.int64))
+''',
+}
+
+
+def _summary(p: Plan) -> str:
+    what = {tasks.REGRESSION: f"predicts {p.label} (regression)",
+            tasks.BINARY: f"predicts whether {p.label} is {p.classes[-1]!r} (binary classification)" if p.classes else "",
+            tasks.MULTICLASS: f"predicts {p.label}, one of {len(p.classes)} classes (multiclass classification)"}[p.task]
+    features_count = len(p.numeric) + len(p.bucket) + len(p.categorical) + len(p.vocab)
+    return f"{what[0].upper()}{what[1:]} from {features_count} columns of monthly spans."
+
+
+def render(p: Plan) -> dict[str, str]:
+    """Relative path -> content of every generated file (the schema included)."""
+    title = p.name.replace("_", " ").capitalize()
+    rel_data = os.path.relpath(p.data_root, os.path.join(p.root, "pipelines", p.name))
+    summary = _summary(p)
+    if p.task == tasks.REGRESSION:
+        label_facts = (
+            "# The label's scale in the spans at generation: the head predicts (label - LABEL_MEAN) /\n"
+            "# LABEL_STD and rescales, so training starts in the label's range. A prior, not refreshed.\n"
+            f"LABEL_MEAN = {p.label_mean!r}\nLABEL_STD = {p.label_std!r}\n")
+        head = ("# Regression: one number per example, in the label's units (TF Serving's :regress).\n"
+                "HEAD = heads.Head(tasks.REGRESSION, label_mean=features.LABEL_MEAN, label_std=features.LABEL_STD)")
+        methods = "`regression` signature"
+    else:
+        which = ("# The two classes, sorted; the second is the positive class (swap them to flip it).\n"
+                 if p.task == tasks.BINARY else "# The classes, sorted: the model's output i is LABEL_CLASSES[i].\n")
+        label_facts = f"{which}LABEL_CLASSES = {_py(p.classes)}\n"
+        const = "BINARY" if p.task == tasks.BINARY else "MULTICLASS"
+        head = (f"# {p.task.replace('_', ' ').capitalize()}: class names as TF Serving's :classify returns them.\n"
+                f"HEAD = heads.Head(tasks.{const}, classes=tuple(str(c) for c in features.LABEL_CLASSES))")
+        methods = "`classification`" + (" and `regression` signatures" if p.task == tasks.BINARY else " signature")
+    if p.left_out:
+        label_facts += "# Left out: " + "; ".join(f"{k} ({why})" for k, why in p.left_out.items()) + "\n"
+    train_rows = int(p.rows * p.window / len(p.span_numbers) * 0.75)  # 3 of ExampleGen's 4 hash buckets
+    train_steps = max(100, min(1000, math.ceil(EPOCHS * train_rows / 32)))
+    eval_rows = int(p.rows * p.window / len(p.span_numbers) * 0.25)
+    thresholds = "\n".join(f"{k}: {v}" for k, v in p.thresholds.items())
+    comment = {
+        tasks.REGRESSION: "# Ceilings: the errors of always predicting the mean (MSE) and the median (MAE);\n"
+                          "# a rise of more than 10% vs the baseline refuses only when significant.",
+        tasks.BINARY: "# Floors: AUC 0.6 and the share of the commoner class (what always guessing it scores).",
+        tasks.MULTICLASS: "# Floor: the share of the commonest class (what always guessing it scores).",
+    }[p.task]
+    thresholds = f"{comment}\n{thresholds}"
+    if eval_rows < 50:
+        thresholds += (f"\n# A window holds about {eval_rows} eval examples; fewer than this are not judged.\n"
+                       f"min_eval_examples: {max(10, eval_rows // 2)}")
+    values = dict(
+        name=p.name, title=title, summary=summary, data=os.path.relpath(p.data_root, p.root),
+        data_rel=os.path.relpath(p.data_root, p.root), spans_text=f"spans {p.span_numbers[0]}..{p.span_numbers[-1]}",
+        rows=p.rows, label_key=repr(p.label), label_facts=label_facts, numeric=_py(p.numeric), bucket=_py(p.bucket),
+        categorical=_py(p.categorical), vocab=_py(p.vocab), slices=_py(p.slices), skew_limit=SKEW_LIMIT,
+        max_codes=MAX_CODES, head=head, methods=methods, window=p.window,
+        label_fn=_LABEL_FNS[tasks.REGRESSION if p.task == tasks.REGRESSION else "classification"],
+        data_root=rel_data, example_format=p.example_format, label_xf=re.sub(r"\W", "_", p.label) + "_xf",
+        task=p.task, epochs=EPOCHS, train_rows=train_rows, train_steps=train_steps, thresholds=thresholds,
+        gate_policy="",
+    )
+    package = os.path.join("pipelines", p.name)
+    out = {os.path.join(package, f[: -len(".tmpl")]): _render(f, **values)
+           for f in ("__init__.py.tmpl", "features.py.tmpl", "preprocessing.py.tmpl", "hparams.py.tmpl",
+                     "model.py.tmpl", "config.yaml.tmpl")}
+    out[os.path.join("dags", f"{p.name}_retraining.py")] = _render("dag.py.tmpl", **values)
+    out[os.path.join("schemas", p.name, "schema.pbtxt")] = _schema_header(p) + p.schema_text
+    return out
+
+
+def _schema_header(p: Plan) -> str:
+    return (
+        f"# Schema of the {p.name} pipeline, inferred by `retrain new` from {os.path.relpath(p.data_root, p.root)}\n"
+        f"# (spans {p.span_numbers[0]}..{p.span_numbers[-1]}). Imported by the pipeline (ImportSchemaGen), never re-inferred:\n"
+        "# curate it (domains, presence limits) and commit it. value_count has no min, as blank CSV\n"
+        f"# cells arrive as empty lists; the label {p.label!r} is kept out of the SERVING environment.\n"
+    )
+
+
+class _Writer:
+    """Writes files, setting aside what it replaces; `rollback` restores the tree as it was."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.created: list[str] = []
+        self.aside: list[tuple[str, str]] = []
+
+    def clear(self, path: str) -> None:
+        if os.path.lexists(path):
+            parked = f"{path}.retrain-new-old"
+            shutil.rmtree(parked, ignore_errors=True)
+            os.rename(path, parked)
+            self.aside.append((path, parked))
+
+    def write(self, rel: str, text: str) -> None:
+        path = os.path.join(self.root, rel)
+        self.created.append(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        files.write_text(path, text)
+
+    def rollback(self) -> None:
+        for path in reversed(self.created):
+            if os.path.exists(path):
+                os.remove(path)
+        for path in sorted({os.path.dirname(p) for p in self.created}, key=len, reverse=True):
+            if os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
+        for path, parked in self.aside:
+            if os.path.lexists(path):
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            os.rename(parked, path)
+
+    def commit(self) -> None:
+        for _, parked in self.aside:
+            shutil.rmtree(parked) if os.path.isdir(parked) else os.remove(parked)
+
+
+def write(p: Plan, compile_template: Callable[[str, str], None], progress: Callable[[str], None] = lambda m: None) -> list[str]:
+    """Writes the pipeline, calibrates its data gate and compiles its DAG template; returns
+    the relative paths written. On any failure the tree is put back as it was.
+
+    Args:
+      compile_template: (config path, template path) -> None, as `retrain compile` does.
+    """
+    from pipelines import config as config_lib
+    from runner import schema_tools
+
+    writer = _Writer(p.root)
+    try:
+        for path in p.targets.values():
+            writer.clear(path)
+        generated = render(p)
+        for rel, text in generated.items():
+            writer.write(rel, text)
+        config_rel = os.path.join("pipelines", p.name, "config.yaml")
+        config_path = os.path.join(p.root, config_rel)
+        written = list(generated)
+        if len(p.span_numbers) >= 2:
+            progress(f"calibrating the data gate on the history of {len(p.span_numbers)} spans")
+            gate = os.path.join(p.root, "schemas", p.name, "gate.yaml")
+            config = config_lib.load(config_path)
+            result = schema_tools.calibrate_gate(config, p.span_numbers, gate, progress=progress)
+            writer.created += [result["policy"], result["table"]]
+            text = generated[config_rel].replace(
+                "preprocessing_fn:", f"gate_policy: ../../schemas/{p.name}/gate.yaml\npreprocessing_fn:", 1)
+            writer.write(config_rel, text)
+            written += [os.path.relpath(result["policy"], p.root), os.path.relpath(result["table"], p.root)]
+        config_lib.load(config_path)  # what was written must load
+        progress("compiling the DAG template")
+        template = p.targets["template"]
+        writer.created.append(template)
+        compile_template(config_path, template)
+        written.append(os.path.relpath(template, p.root))
+    except BaseException:
+        writer.rollback()
+        raise
+    writer.commit()
+    return written
