@@ -64,9 +64,13 @@ def judge(
     for f in failures:
         if not f["is_diff"]:
             floors.append(f)
-            reasons.append(f"{f['name']} {f['value']:.4g} on {f['slice']} is below the floor {f['threshold'].get('lower_bound')}"
-                           if "lower_bound" in f["threshold"]
-                           else f"{f['name']} {f['value']:.4g} on {f['slice']} is outside its bounds {f['threshold']}")
+            bound = f["threshold"]
+            reasons.append(
+                f"{f['name']} {f['value']:.4g} on {f['slice']} is below the floor {bound['lower_bound']}"
+                if "lower_bound" in bound and f["value"] < bound["lower_bound"]
+                else f"{f['name']} {f['value']:.4g} on {f['slice']} is above the ceiling {bound['upper_bound']}"
+                if "upper_bound" in bound and f["value"] > bound["upper_bound"]
+                else f"{f['name']} {f['value']:.4g} on {f['slice']} is outside its bounds {bound}")
     change_failures = {f["name"]: f for f in failures if f["is_diff"]}
     for (name, model, is_diff), m in sorted(by_key.items()):
         if not is_diff or name == "example_count":
@@ -81,9 +85,9 @@ def judge(
         }
         failure = change_failures.get(name)
         if failure is not None:
-            tolerance = failure["threshold"]["absolute"]
-            row["tolerance"] = tolerance
             higher = failure["threshold"].get("direction", "higher") == "higher"
+            tolerance = _absolute_tolerance(failure["threshold"], base["value"] if base else None)
+            row["tolerance"] = tolerance
             if bounds is None:
                 significant = True  # no interval: TFMA's point verdict stands
                 row["verdict"] = "worse than tolerated (no interval computed)"
@@ -92,11 +96,12 @@ def judge(
                 significant = bounds[1] < tolerance if higher else bounds[0] > tolerance
                 row["verdict"] = (
                     "significantly worse than tolerated" if significant
-                    else "below tolerance, but not significantly (within noise)"
+                    else "beyond tolerance, but not significantly (within noise)"
                 )
             if significant:
                 reasons.append(
-                    f"{name} fell {abs(m['value']):.4g} vs the baseline (tolerated {abs(tolerance):g}),"
+                    f"{name} {'fell' if higher else 'rose'} {abs(m['value']):.4g} vs the baseline"
+                    f" (tolerated {abs(tolerance):.4g}{_relative_note(failure['threshold'])}),"
                     + (f" {100 * (1 - level):.0f}% bound {bounds[1] if higher else bounds[0]:+.4g}" if bounds else "")
                 )
         comparisons.append(row)
@@ -109,6 +114,18 @@ def judge(
         "significance_level": level,
         "min_eval_examples": min_examples,
     }
+
+
+def _absolute_tolerance(threshold: dict[str, Any], baseline: float | None) -> float:
+    """The change threshold as a difference: TFMA's `relative` is a share of the baseline's
+    value (0.1: the MSE may rise by 10% of the baseline's), with TFMA's sign."""
+    if "absolute" in threshold:
+        return threshold["absolute"]
+    return threshold["relative"] * abs(baseline) if baseline is not None else 0.0
+
+
+def _relative_note(threshold: dict[str, Any]) -> str:
+    return f" = {threshold['relative']:.0%} of the baseline" if "relative" in threshold else ""
 
 
 def read_tfma(evaluation_uri: str) -> tuple[list[dict], list[dict]]:
@@ -146,7 +163,10 @@ def read_tfma(evaluation_uri: str) -> tuple[list[dict], list[dict]]:
                 if vt.HasField("upper_bound"):
                     threshold["upper_bound"] = vt.upper_bound.value
             if f.metric_threshold.HasField("change_threshold"):
-                threshold["absolute"] = ct.absolute.value
+                if ct.HasField("relative"):
+                    threshold["relative"] = ct.relative.value
+                else:
+                    threshold["absolute"] = ct.absolute.value
                 threshold["direction"] = "lower" if ct.direction == tfma.MetricDirection.LOWER_IS_BETTER else "higher"
             failures.append({
                 "name": f.metric_key.name, "is_diff": f.metric_key.is_diff, "value": f.metric_value.double_value.value,

@@ -23,7 +23,7 @@ def test_a_drop_within_noise_is_not_a_refusal():
     verdict = significance.judge(_metrics(), [CHANGE_FAILURE], level=0.05, min_examples=50)
     assert verdict["blessed"] and verdict["reasons"] == []
     [row] = verdict["comparisons"]
-    assert row["verdict"].startswith("below tolerance, but not significantly")
+    assert row["verdict"].startswith("beyond tolerance, but not significantly")
     lo, hi = row["interval"]
     assert lo < -0.03 < hi and hi == pytest.approx(-0.03 + 1.729 * 0.02, abs=1e-3)  # t(0.95, 19)
 
@@ -60,3 +60,32 @@ def test_lower_is_better_metrics_use_the_other_bound():
                "threshold": {"absolute": 0.1, "direction": "lower"}}
     assert not significance.judge(metrics, [failure], level=0.05, min_examples=50)["blessed"]
     assert significance.judge([*metrics[:1], {**metrics[1], "std_error": 0.5}], [failure], 0.05, 50)["blessed"]
+
+
+def _mse(cand, base, se):
+    return [
+        {"name": "example_count", "model": "candidate", "is_diff": False, "value": 200, "std_error": None, "dof": None},
+        {"name": "mean_squared_error", "model": "candidate", "is_diff": False, "value": cand, "std_error": se, "dof": 19},
+        {"name": "mean_squared_error", "model": "baseline", "is_diff": False, "value": base, "std_error": se, "dof": 19},
+        {"name": "mean_squared_error", "model": "candidate", "is_diff": True, "value": cand - base, "std_error": se,
+         "dof": 19},
+    ]
+
+
+def test_a_relative_rise_is_judged_as_a_share_of_the_baseline():
+    # MSE 2900 -> 3400 (+17%) with 10% tolerated: the tolerance is 290, in the MSE's units.
+    rise = {"name": "mean_squared_error", "is_diff": True, "value": 500.0, "slice": "overall",
+            "threshold": {"relative": 0.1, "direction": "lower"}}
+    refused = significance.judge(_mse(3400.0, 2900.0, se=50.0), [rise], level=0.05, min_examples=50)
+    assert not refused["blessed"]
+    assert refused["comparisons"][0]["tolerance"] == pytest.approx(290.0)
+    assert "mean_squared_error rose 500 vs the baseline (tolerated 290 = 10% of the baseline)" in refused["reasons"][0]
+    # The same rise with a wide interval (lower bound below +290): within noise, blessed.
+    assert significance.judge(_mse(3400.0, 2900.0, se=400.0), [rise], level=0.05, min_examples=50)["blessed"]
+
+
+def test_a_ceiling_names_itself():
+    ceiling = {"name": "mean_absolute_error", "is_diff": False, "value": 70.0, "slice": "overall",
+               "threshold": {"upper_bound": 64.5}}
+    verdict = significance.judge(_mse(3000.0, 3000.0, 10.0), [ceiling], level=0.05, min_examples=50)
+    assert verdict["reasons"] == ["mean_absolute_error 70 on overall is above the ceiling 64.5"]
