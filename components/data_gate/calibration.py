@@ -26,11 +26,18 @@ from components.data_gate import measures
 from components.data_gate import policy as policy_lib
 
 DEFAULT_MARGIN = 1.5
+# No calibrated k is below what two samples of one distribution exceed once in a thousand
+# (in units of sampling noise, as k is): Kolmogorov's c(0.001) = 1.95 for `ks`; one degree
+# of freedom's chi-square quantile 10.83 / (8 ln 2) = 1.95 for TFDV's `jsd` (bits) on a
+# two-valued feature; 0.5 x 3.29 for the `linf` of two shares. With few spans the largest
+# observed value is a low quantile of the noise (6 spans: 5 pairs), and a margin on it
+# alone stopped good months of a 2-valued feature (a 74-row-a-month dataset).
+NULL_K = {"ks": 1.95, "jsd": 1.95, "linf": 1.65}
 # Row counts within this factor of the baseline's never stop a span.
 MIN_VOLUME_BAND = 1.5
 RULE = (
     "k = margin x max over month pairs and span halves of value x n_eff^p (p = 1 for jsd, 1/2 otherwise); "
-    "limit = max(k / n_eff^p, floor); "
+    f"k never below the 0.1% noise quantile {NULL_K}; limit = max(k / n_eff^p, floor); "
     f"volume: [smallest ratio / margin, largest ratio x margin], at least [1/{MIN_VOLUME_BAND}, {MIN_VOLUME_BAND}]"
 )
 
@@ -115,7 +122,7 @@ def calibrate(
                     at = row["span"] if row["baseline_span"] != row["span"] else f"{row['span']} halves"
                     observed[measure] = {"max_scaled": z, "value": value, "n_eff": n_eff, "at": at}
         out_features[name] = {
-            "k": {m: _round(margin * best["max_scaled"]) for m, best in observed.items()},
+            "k": {m: _round(max(margin * best["max_scaled"], NULL_K.get(m, 0.0))) for m, best in observed.items()},
             "observed": {
                 m: {key: (_round(v) if isinstance(v, float) else v) for key, v in best.items()}
                 for m, best in observed.items()

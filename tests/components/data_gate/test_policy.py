@@ -66,3 +66,23 @@ def test_unlisted_feature_gets_strict_defaults_labelled_as_such():
     assert dataclasses.asdict(p)["features"]["fare"]["k"] == {"ks": 3.0}
     # The JSON form the DataGate receives round-trips.
     assert policy.from_dict(p.to_json_dict()).to_json_dict() == p.to_json_dict()
+
+
+def test_few_spans_never_calibrate_a_limit_below_the_noise_of_two_samples():
+    from components.data_gate import calibration
+
+    # Five quiet month pairs of a two-valued feature: margin x the largest scaled value
+    # alone would be tighter than chance allows once in twenty months.
+    history = [
+        {"span": 202402 + i, "baseline_span": 202401 + i, "rows": 74, "baseline_rows": 74,
+         "features": {"sex": {"kind": "numeric", "n_eff": 37.0, "rows_n_eff": 37.0, "missing_share": 0.0,
+                              "baseline_missing_share": 0.0, "jsd": 0.005, "ks": 0.08},
+                      "area": {"kind": "numeric", "n_eff": 37.0, "rows_n_eff": 37.0, "missing_share": 0.0,
+                               "baseline_missing_share": 0.0, "jsd": 0.9, "ks": 0.5}}}
+        for i in range(5)
+    ]
+    k = calibration.calibrate(history, ["sex", "area"])["features"]
+    assert k["sex"]["k"]["ks"] == calibration.NULL_K["ks"] and k["sex"]["k"]["jsd"] == calibration.NULL_K["jsd"]
+    # Above the floor, the margin on the observed value decides, as before.
+    assert k["area"]["k"]["ks"] == pytest.approx(1.5 * 0.5 * math.sqrt(37.0), rel=1e-3)
+    assert k["area"]["k"]["jsd"] == pytest.approx(1.5 * 0.9 * 37.0, rel=1e-3)
