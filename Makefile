@@ -12,7 +12,8 @@ VENV := .venv
 STAMP := $(VENV)/.synced
 AF_VENV := .venv-airflow
 AF_STAMP := $(AF_VENV)/.synced
-TEMPLATES := dags/compiled/taxi.json dags/compiled/digits.json
+# One DAG template per pipeline package (retrain new adds packages).
+TEMPLATES := $(patsubst pipelines/%/config.yaml,dags/compiled/%.json,$(wildcard pipelines/*/config.yaml))
 PIPELINE_SOURCES := $(shell find pipelines components -name '*.py' -o -name '*.yaml' 2>/dev/null)
 WORKDIR ?= work
 # The slowest tests are listed at the end of each suite, so the time budget stays visible in CI logs.

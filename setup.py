@@ -14,6 +14,6 @@ setup(
     # components, the Airflow control plane (3.11) only core and airflow_tfx (which import no TFX).
     python_requires=">=3.10",
     packages=find_packages(include=["core*", "runner*", "retrain*", "pipelines*", "components*", "serving*", "governance*", "airflow_tfx*"]),
-    package_data={"pipelines": ["*/config.yaml"]},
+    package_data={"pipelines": ["*/config.yaml"], "runner": ["templates/*.tmpl"]},
     entry_points={"console_scripts": ["retrain = retrain.cli:entry_point"]},
 )

@@ -8,6 +8,8 @@
     retrain schema infer --out schemas/x/schema.pbtxt   bootstrap a schema to curate
     retrain schema calibrate [--spans A..B]             the data gate's limits from the spans' history
     retrain spans                                       list the spans in the data folder
+    retrain new NAME --data DIR --label COL [--task T]  a pipeline of your own from a folder of spans
+    retrain sample-spans --dataset diabetes --out DIR   monthly spans of a dataset bundled with scikit-learn
     retrain quarantine --pipeline taxi --span S --reason R   take a span out of training
     retrain serve [--rest-port 8501 --grpc-port 8500]   serve pushed models (TF Serving's APIs)
     retrain rollback --model taxi [--to V] --reason R   serve an earlier version
@@ -36,9 +38,9 @@ from core import (
     keras_env,  # noqa: F401  (must precede any TensorFlow import)
 )
 from core.errors import BadInput
-from retrain import data_commands, governance_commands, run_commands, serving_commands
+from retrain import data_commands, governance_commands, new_commands, run_commands, serving_commands
 
-_MODULES = (run_commands, data_commands, governance_commands, serving_commands)
+_MODULES = (run_commands, data_commands, new_commands, governance_commands, serving_commands)
 
 
 def parser() -> argparse.ArgumentParser:

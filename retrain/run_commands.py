@@ -105,22 +105,28 @@ def cmd_run(args) -> int:
     return outcomes.exit_code(summary["outcome"])
 
 
-def cmd_compile(args) -> int:
+def compile_template(config_path: str, out: str) -> dict:
+    """Writes the DAG template of a pipeline config (what `retrain compile` does); returns it."""
     from airflow_tfx import template as dag_template
     from core import spans
     from pipelines import config as config_lib
     from pipelines.factory import NODE_STAGES
     from runner import runs
 
-    config = config_lib.load(args.config)
+    config = config_lib.load(config_path)
     # Any span gives the same nodes and edges; the latest one keeps it a real, valid span.
     ir = runs.compile_for_span(config, spans.list_spans(config.data_root)[-1])
-    template = dag_template.from_ir(ir, args.config, NODE_STAGES, {
+    template = dag_template.from_ir(ir, config_path, NODE_STAGES, {
         "metadata": config.metadata, "airflow": dict(config.airflow), "alerts": dict(config.alerts),
         # Where the span-arrival check looks (the DAG's RETRAIN_DATA_ROOT_<PIPELINE> wins).
         "data": {"root": dag_template.repo_relative(config.data_root), "format": config.example_format},
     })
-    dag_template.write(template, args.out)
+    dag_template.write(template, out)
+    return template
+
+
+def cmd_compile(args) -> int:
+    template = compile_template(args.config, args.out)
     sys.stdout.write(f"wrote {args.out}: {len(template['nodes'])} nodes, fingerprint {template['fingerprint'][:12]}\n")
     return exit_codes.OK
 

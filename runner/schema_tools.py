@@ -19,47 +19,91 @@ class SchemaError(BadInput):
 
 
 def infer_schema(data_root: str, span_numbers: list[int], out_path: str, force: bool = False,
-                 label: str | None = None) -> str:
-    """Infers a schema from the CSVs of the given spans and writes it as text.
-
-    The CSV is decoded by TFDV's CSV decoder, the same type inference CsvExampleGen uses,
-    so an integer column with blanks stays INT (pandas would make it FLOAT). With `label`,
-    the schema gets TFDV's TRAINING and SERVING environments and the label is kept out of
-    SERVING: served requests carry no label, and the serving-skew check validates logged
-    traffic against that environment.
+                 label: str | None = None, example_format: str = "csv") -> str:
+    """Infers a schema from the given spans and writes it as text (`infer_schema_text`).
 
     Raises:
       FileExistsError: `out_path` exists and `force` is False (a curated schema is never
         overwritten by accident).
       SchemaError: `label` is not a column of the spans (nothing is written).
     """
-    import tensorflow_data_validation as tfdv  # heavy: only when the command runs
-
     if os.path.exists(out_path) and not force:
         raise FileExistsError(f"{out_path} exists; pass --force to overwrite the curated schema")
+    text = infer_schema_text(data_root, span_numbers, example_format, label)
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    files.write_text(out_path, text)
+    return out_path
+
+
+def infer_schema_text(data_root: str, span_numbers: list[int], example_format: str = "csv",
+                      label: str | None = None) -> str:
+    """A schema inferred from the spans, as text, with the curation every pipeline needs.
+
+    CSV is decoded by TFDV's CSV decoder, the same type inference CsvExampleGen uses, so an
+    integer column with blanks stays INT (pandas would make it FLOAT); TFRecords of
+    tf.Examples are read as they are. `value_count` gets no min: blank CSV cells arrive as
+    empty lists. With `label`, the schema gets TFDV's TRAINING and SERVING environments and
+    the label is kept out of SERVING (served requests carry no label, and the serving-skew
+    check validates logged traffic against that environment).
+
+    Raises:
+      SchemaError: `label` is not a column of the spans.
+    """
+    import tensorflow_data_validation as tfdv  # heavy: only when the command runs
+
     with tempfile.TemporaryDirectory() as tmp:
-        merged = os.path.join(tmp, "spans.csv")
-        with open(merged, "w", encoding="utf-8") as out:
-            for i, span in enumerate(span_numbers):
-                spans.check_span_csv(spans.span_dir(data_root, span))
-                folder = spans.span_dir(data_root, span)
-                for name in sorted(f for f in os.listdir(folder) if f.endswith(".csv")):
-                    with open(os.path.join(folder, name), encoding="utf-8") as f:
-                        header = f.readline()
-                        if i == 0 and out.tell() == 0:
-                            out.write(header)
-                        shutil.copyfileobj(f, out)
-        stats = tfdv.generate_statistics_from_csv(data_location=merged)
+        if example_format == "csv":
+            merged = os.path.join(tmp, "spans.csv")
+            _merge_csv(data_root, span_numbers, merged)
+            stats = tfdv.generate_statistics_from_csv(data_location=merged)
+        else:
+            pattern = [os.path.join(spans.span_dir(data_root, s), "*" + spans.FILE_SUFFIXES[example_format])
+                       for s in span_numbers]
+            stats = _merged_tfrecord_stats(pattern)
     schema = tfdv.infer_schema(stats)
+    for feature in schema.feature:
+        if feature.HasField("value_count"):
+            feature.value_count.ClearField("min")
     if label:
         names = [f.name for f in schema.feature]
         if label not in names:
             raise SchemaError(f"label {label!r} is not a column of the spans (columns: {', '.join(names)})")
         schema.default_environment[:] = ["TRAINING", "SERVING"]
         tfdv.get_feature(schema, label).not_in_environment.append("SERVING")
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    tfdv.write_schema_text(schema, out_path)
-    return out_path
+    from google.protobuf import text_format
+
+    return text_format.MessageToString(schema)
+
+
+def _merge_csv(data_root: str, span_numbers: list[int], merged: str) -> None:
+    with open(merged, "w", encoding="utf-8") as out:
+        for i, span in enumerate(span_numbers):
+            spans.check_span_csv(spans.span_dir(data_root, span))
+            folder = spans.span_dir(data_root, span)
+            for name in sorted(f for f in os.listdir(folder) if f.endswith(".csv")):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    header = f.readline()
+                    if i == 0 and out.tell() == 0:
+                        out.write(header)
+                    shutil.copyfileobj(f, out)
+
+
+def _merged_tfrecord_stats(patterns: list[str]):
+    """TFDV statistics over the TFRecord files of several spans (one dataset)."""
+    import glob
+
+    import tensorflow_data_validation as tfdv
+
+    paths = sorted(p for pattern in patterns for p in glob.glob(pattern))
+    with tempfile.TemporaryDirectory() as tmp:
+        merged = os.path.join(tmp, "spans.tfrecord.gz")
+        import tensorflow as tf
+
+        with tf.io.TFRecordWriter(merged, options="GZIP") as writer:
+            for path in paths:
+                for record in tf.data.TFRecordDataset(path, compression_type="GZIP"):
+                    writer.write(record.numpy())
+        return tfdv.generate_statistics_from_tfrecord(data_location=merged)
 
 
 _POLICY_HEADER = """\
