@@ -170,7 +170,7 @@ def calibrate_gate(
     history = calibration.measure_history(stats, features)
     noise = calibration.measure_noise(halves, features)
     policy = calibration.calibrate(
-        history, features, previous, margin=margin or calibration.DEFAULT_MARGIN, noise=noise
+        history, features, previous, margin=margin, noise=noise
     )
     table_path = os.path.splitext(out_path)[0] + "_calibration.csv"
     rows = calibration.pair_table(history + noise)

@@ -3,7 +3,7 @@
 #   scripts/airflow.sh start   airflow standalone on 127.0.0.1:8080, in its own process group
 #   scripts/airflow.sh stop    stop that whole process group (scheduler, API server, workers...)
 #   scripts/airflow.sh demo    run the taxi DAG once through Airflow (airflow dags test), then its summary
-#   scripts/airflow.sh test-dag DATE [airflow dags test options]
+#   scripts/airflow.sh test-dag DATE [airflow dags test options]   (RETRAIN_DAG=<dag id>, default taxi_retraining)
 #   scripts/airflow.sh cluster-start   Airflow as teams run it: PostgreSQL metadata DB, CeleryExecutor with a
 #                                      Redis broker, scheduler, API server, dag-processor, triggerer and two
 #                                      Celery workers as separate processes; ML Metadata on MariaDB
@@ -91,12 +91,13 @@ stop_group() {  # PGID_FILE WHAT: TERM the whole process group, KILL what is lef
 
 stop() { stop_group "$PIDFILE" Airflow; }
 
-test_dag() {  # DATE [options]: one DAG run through Airflow; progress per task, full log kept
+test_dag() {  # DATE [options]: one DAG run through Airflow ($RETRAIN_DAG, default taxi_retraining)
   migrate
+  local dag="${RETRAIN_DAG:-taxi_retraining}"
   local date="$1"; shift
   local log="$RETRAIN_WORKDIR/logs/airflow-dags-test-$(date +%Y%m%dT%H%M%S).log"
   mkdir -p "$(dirname "$log")"
-  echo "airflow dags test taxi_retraining $date (full log: $log)" >&2
+  echo "airflow dags test $dag $date (full log: $log)" >&2
   local warm_pid=""
   if [ -n "$RETRAIN_WARM_SOCKET" ] \
      && ! "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET" --ping >/dev/null 2>&1; then
@@ -112,7 +113,7 @@ test_dag() {  # DATE [options]: one DAG run through Airflow; progress per task, 
   # that carries one (it reads the serialized alert as an id: "'dict' object has no
   # attribute 'hex'" when the run ends). The scheduler handles them; the cluster and
   # standalone tests check the alert there.
-  RETRAIN_RUN_DEADLINE_HOURS=0 "$AF/airflow" dags test taxi_retraining "$date" "$@" 2>&1 | tee "$log" \
+  RETRAIN_RUN_DEADLINE_HOURS=0 "$AF/airflow" dags test "$dag" "$date" "$@" 2>&1 | tee "$log" \
     | grep --line-buffered -oE '\[DAG TEST\] (starting|end) task task_id=[^ ]+' >&2
   local rc=${PIPESTATUS[0]}
   set -e

@@ -49,26 +49,26 @@ def env(tmp_path_factory, inbox):
     }
 
 
-def dag_test(env, date: str) -> tuple[str, str, dict]:
+def dag_test(env, date: str, dag: str = "taxi_retraining", window: int = 2) -> tuple[str, str, dict]:
     proc = subprocess.run(
-        [os.path.join(REPO, "scripts", "airflow.sh"), "test-dag", date, "--conf", json.dumps({"window": 2})],
-        env=env, capture_output=True, text=True, timeout=1800,
+        [os.path.join(REPO, "scripts", "airflow.sh"), "test-dag", date, "--conf", json.dumps({"window": window})],
+        env={**env, "RETRAIN_DAG": dag}, capture_output=True, text=True, timeout=1800,
     )
     finished = re.search(r"run_id=(\S+) state=(\w+)", proc.stderr)
     assert finished, proc.stderr[-3000:]
     run_id, state = finished.groups()
     states = subprocess.run(
-        [AIRFLOW, "tasks", "states-for-dag-run", "taxi_retraining", run_id, "-o", "json"],
+        [AIRFLOW, "tasks", "states-for-dag-run", dag, run_id, "-o", "json"],
         env=env, capture_output=True, text=True, check=True,
     ).stdout
     by_task = {t["task_id"]: t["state"] for t in json.loads(states[states.index("["):])}
     return run_id, state, by_task
 
 
-def summary(env, run_id: str) -> dict:
+def summary(env, run_id: str, pipeline: str = "taxi") -> dict:
     out = subprocess.run(
         [TFX_PYTHON, "-m", "retrain.cli", "summary", "--workdir", env["RETRAIN_WORKDIR"],
-         "--pipeline", "taxi", "--run-id", run_id, "--json"],
+         "--pipeline", pipeline, "--run-id", run_id, "--json"],
         capture_output=True, text=True,
     ).stdout
     return json.loads(out)
@@ -125,3 +125,17 @@ def test_a_month_without_data_is_skipped_not_failed(env, inbox):
     assert set(tasks.values()) == {"skipped"}, tasks  # nothing ran, not even a report of nothing
     assert not os.path.exists(layout.run_dir(env["RETRAIN_WORKDIR"], "taxi", run_id))
     assert not [m for m in inbox[0].messages if "201306" in m["subject"]]  # a skip is not an alert
+
+
+def test_the_generated_regression_pipeline_runs_through_airflow(env, inbox):
+    # diabetes, as `retrain new` wrote it: the run for June 2024 (span 202406, its config's
+    # window of 6) gates, trains, evaluates, checks and pushes, one task per TFX node.
+    run_id, state, tasks = dag_test(env, "2024-07-01", dag="diabetes_retraining", window=6)
+    assert state == "success", tasks
+    for task in ("validate_data.DataGate", "train.Trainer", "evaluate.Evaluator", "push.ServingCheck",
+                 "push.AtomicPusher", "governance_report", "run_summary"):
+        assert tasks[task] == "success", (task, tasks)
+    s = summary(env, run_id, "diabetes")
+    assert s["outcome"] == "pushed" and s["span"] == 202406
+    assert "mean_squared_error" in s["evaluation"]["candidate"]
+    assert os.listdir(os.path.join(env["RETRAIN_WORKDIR"], "serving", "diabetes"))

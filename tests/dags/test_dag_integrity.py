@@ -14,8 +14,8 @@ from airflow_tfx.dag_factory import build_arrivals_dag, build_dag
 REPO = template_lib.REPO
 DAGS = os.path.join(REPO, "dags")
 TEMPLATE = os.path.join(DAGS, "compiled", "taxi.json")
-DAG_IDS = {"digits_retraining": "digits", "taxi_retraining": "taxi"}
-ARRIVAL_DAG_IDS = {"digits_span_arrivals", "taxi_span_arrivals"}
+DAG_IDS = {"diabetes_retraining": "diabetes", "digits_retraining": "digits", "taxi_retraining": "taxi"}
+ARRIVAL_DAG_IDS = {"diabetes_span_arrivals", "digits_span_arrivals", "taxi_span_arrivals"}
 
 _PARSE = r"""
 import json, sys
@@ -68,7 +68,7 @@ def test_task_graph_equals_the_compiled_ir(parsed, dag_id):
     expected["run_summary"] = []
     assert parsed["downstream"][dag_id] == expected
     # Every node of the factory's pipeline; digits adds TFLiteExport (its config turns it on).
-    assert len(template["nodes"]) == {"taxi": 15, "digits": 16}[DAG_IDS[dag_id]]
+    assert len(template["nodes"]) == {"taxi": 15, "digits": 16, "diabetes": 15}[DAG_IDS[dag_id]]
 
 
 def test_parsing_imports_neither_tensorflow_nor_tfx(parsed):
