@@ -424,11 +424,17 @@ class _Writer:
         self.root = root
         self.created: list[str] = []
         self.aside: list[tuple[str, str]] = []
+        self.parking: str | None = None
 
     def clear(self, path: str) -> None:
         if os.path.lexists(path):
-            parked = f"{path}.retrain-new-old"
-            shutil.rmtree(parked, ignore_errors=True)
+            # Parked outside pipelines/ and dags/: the template's source fingerprint, computed
+            # before commit(), must not include the replaced copy.
+            if self.parking is None:
+                import tempfile
+
+                self.parking = tempfile.mkdtemp(prefix=".retrain-new-", dir=self.root)
+            parked = os.path.join(self.parking, str(len(self.aside)))
             os.rename(path, parked)
             self.aside.append((path, parked))
 
@@ -449,10 +455,12 @@ class _Writer:
             if os.path.lexists(path):
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
             os.rename(parked, path)
+        if self.parking:
+            shutil.rmtree(self.parking, ignore_errors=True)
 
     def commit(self) -> None:
-        for _, parked in self.aside:
-            shutil.rmtree(parked) if os.path.isdir(parked) else os.remove(parked)
+        if self.parking:
+            shutil.rmtree(self.parking)
 
 
 def write(p: Plan, compile_template: Callable[[str, str], None], progress: Callable[[str], None] = lambda m: None) -> list[str]:
