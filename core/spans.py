@@ -200,7 +200,7 @@ def write_span(out_root: str, span: int, header: list[str], rows: Iterable[list[
     tmp = final + ".tmp"
     os.makedirs(tmp, exist_ok=True)
     with open(os.path.join(tmp, "data.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
+        w = csv.writer(f, lineterminator="\n")  # as the embedded spans are written
         w.writerow(header)
         w.writerows(rows)
     os.rename(tmp, final)

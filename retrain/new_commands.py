@@ -42,11 +42,9 @@ def cmd_new(args: argparse.Namespace) -> int:
     for rel in written:
         sys.stdout.write(f"wrote {rel}\n")
     config = os.path.join("pipelines", plan.name, "config.yaml")
-    data = os.path.relpath(plan.data_root)
     sys.stdout.write(
         "\nNext:\n"
-        f"  retrain run --config {config}{'' if plan.data_root.startswith(options.REPO + os.sep) else f' --data-root {data}'}"
-        "   # train, evaluate, check and push the latest span\n"
+        f"  retrain run --config {config}   # train, evaluate, check and push the latest span\n"
         f"  retrain serve --config {config}   # TF Serving's REST and gRPC APIs on the pushed model\n"
         f"  edit pipelines/{plan.name}/features.py, model.py and the thresholds in {config}; then `make compile`\n"
         f"  Airflow: `make airflow` picks up dags/{plan.name}_retraining.py (DAG {plan.name}_retraining)\n"

@@ -11,10 +11,8 @@ of the scikit-learn wheel.
 
 from __future__ import annotations
 
-import csv
 import os
 import re
-import shutil
 
 from core import spans
 
@@ -49,8 +47,8 @@ def _column(values) -> list[str]:
 def write_spans(dataset: str, out_root: str, first_span: int = FIRST_SPAN, num_spans: int = NUM_SPANS) -> dict[int, int]:
     """Writes `span-YYYYMM/data.csv` folders of a bundled dataset; returns rows per span.
 
-    Each span is written to a temporary folder and renamed into place, and no existing span
-    folder is ever written over.
+    Each span is written atomically (core.spans.write_span), and no existing span folder
+    is ever written over.
 
     Raises:
       spans.SpanError: unknown dataset, a bad span count, or span folders that already exist.
@@ -76,15 +74,7 @@ def write_spans(dataset: str, out_root: str, first_span: int = FIRST_SPAN, num_s
     order = np.random.default_rng(0).permutation(len(bunch.target))
     counts = {}
     for i, span in enumerate(targets):
-        final = spans.span_dir(out_root, span)
-        tmp = final + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
         rows = order[i::num_spans]
-        with open(os.path.join(tmp, "data.csv"), "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(names)
-            writer.writerows([col[r] for col in columns] for r in rows)
-        os.rename(tmp, final)
+        spans.write_span(out_root, span, names, ([col[r] for col in columns] for r in rows))
         counts[span] = len(rows)
     return counts

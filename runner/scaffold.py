@@ -389,8 +389,7 @@ def render(p: Plan) -> dict[str, str]:
         thresholds += (f"\n# A window holds about {eval_rows} eval examples; fewer than this are not judged.\n"
                        f"min_eval_examples: {max(10, eval_rows // 2)}")
     values = dict(
-        name=p.name, title=title, summary=summary, data=os.path.relpath(p.data_root, p.root),
-        data_rel=os.path.relpath(p.data_root, p.root), spans_text=f"spans {p.span_numbers[0]}..{p.span_numbers[-1]}",
+        name=p.name, title=title, summary=summary, data=os.path.relpath(p.data_root, p.root), spans_text=f"spans {p.span_numbers[0]}..{p.span_numbers[-1]}",
         rows=p.rows, label_key=repr(p.label), label_facts=label_facts, numeric=_py(p.numeric), bucket=_py(p.bucket),
         categorical=_py(p.categorical), vocab=_py(p.vocab), slices=_py(p.slices), skew_limit=SKEW_LIMIT,
         max_codes=MAX_CODES, head=head, methods=methods, window=p.window,
