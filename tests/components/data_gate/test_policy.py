@@ -83,6 +83,10 @@ def test_few_spans_never_calibrate_a_limit_below_the_noise_of_two_samples():
     ]
     k = calibration.calibrate(history, ["sex", "area"])["features"]
     assert k["sex"]["k"]["ks"] == calibration.NULL_K["ks"] and k["sex"]["k"]["jsd"] == calibration.NULL_K["jsd"]
-    # Above the floor, the margin on the observed value decides, as before.
-    assert k["area"]["k"]["ks"] == pytest.approx(1.5 * 0.5 * math.sqrt(37.0), rel=1e-3)
-    assert k["area"]["k"]["jsd"] == pytest.approx(1.5 * 0.9 * 37.0, rel=1e-3)
+    # Above the floor, the margin on the observed value decides: 2.0 with these 5 pairs,
+    # the default 1.5 from FEW_PAIRS pairs on.
+    assert k["area"]["k"]["ks"] == pytest.approx(2.0 * 0.5 * math.sqrt(37.0), rel=1e-3)
+    assert k["area"]["k"]["jsd"] == pytest.approx(2.0 * 0.9 * 37.0, rel=1e-3)
+    many = [dict(history[0], span=202402 + i) for i in range(calibration.FEW_PAIRS)]
+    assert calibration.calibrate(many, ["area"])["features"]["area"]["k"]["ks"] == pytest.approx(
+        1.5 * 0.5 * math.sqrt(37.0), rel=1e-3)
