@@ -40,3 +40,24 @@ def set_signature_methods(saved_model_dir: str, methods: dict[str, str]) -> None
         signatures[name].method_name = method
     files.write_bytes(path, proto.SerializeToString())
     fingerprinting_utils.write_fingerprint(saved_model_dir)
+
+
+def float32_twin(model: tf.keras.Model) -> tf.keras.Model:
+    """The model with float32 compute: itself when it already computes in float32, else a
+    clone built under the float32 policy with the same weights.
+
+    A model trained under mixed precision (mixed_bfloat16 on a bf16-capable CPU,
+    mixed_float16 on a GPU) computes in 16 bits; a signature traced from it holds bf16/fp16
+    ops, which TFLite cannot convert ("invalid TFLite type: tensor<...xbf16>"). Mixed
+    policies keep the variables in float32, so the clone's weights are the trained ones.
+    """
+    if all(layer.compute_dtype in (None, "float32") for layer in model.layers):
+        return model
+
+    def float32_layer(layer):
+        # A layer's config carries its policy (e.g. mixed_bfloat16); the twin's says float32.
+        return layer.__class__.from_config({**layer.get_config(), "dtype": "float32"})
+
+    twin = tf.keras.models.clone_model(model, clone_function=float32_layer)
+    twin.set_weights(model.get_weights())
+    return twin

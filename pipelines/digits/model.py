@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from components.trainer import heads, training
+from components.trainer import export, heads, training
 from core import tasks
 from pipelines.digits import features
 from pipelines.digits.hparams import HParams
@@ -95,11 +95,14 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
 
     # On-device (TFLite) input: the transformed pixels [batch, 8, 8, 1] (z-scored with the
     # training window's statistics, which the TFLite export writes beside the model). The
-    # tf.Example parsing and image decoding above are not TFLite builtin ops.
+    # tf.Example parsing and image decoding above are not TFLite builtin ops. Traced from a
+    # float32 twin: TFLite has no kernels for the bf16/fp16 ops of a mixed-precision model.
+    on_device = export.float32_twin(model)
+
     @tf.function(input_signature=[tf.TensorSpec([None, features.RAW_IMAGE_SIZE, features.RAW_IMAGE_SIZE,
                                                  features.CHANNELS], tf.float32, name="pixels")])
     def pixels(image_xf):
-        return {HEAD.output_key: model(image_xf)}
+        return {HEAD.output_key: on_device(image_xf)}
 
     return {**signatures, "pixels": pixels}
 

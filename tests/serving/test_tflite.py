@@ -92,3 +92,40 @@ def test_zscore_statistics_are_recovered_from_raw_and_transformed_values():
     raw = np.random.default_rng(1).random((10, 8, 8, 1))
     stats = tflite.zscore_statistics(raw, (raw - 0.31) / 0.27)
     assert stats["mean"] == pytest.approx(0.31) and stats["std"] == pytest.approx(0.27)
+
+
+def test_a_model_trained_under_mixed_precision_converts_through_its_float32_twin(tmp_path):
+    """mixed_bfloat16 (auto on a bf16-capable CPU) computes in bf16, which TFLite cannot
+    convert; the on-device signature is traced from the float32 twin and answers as the
+    trained model does."""
+    from components.trainer import export, precision
+    from pipelines.digits import model as digits_model
+    from pipelines.digits.hparams import HParams
+
+    precision.apply_policy("mixed_bfloat16")
+    try:
+        net = digits_model._build_model(HParams())
+    finally:
+        precision.apply_policy("float32")
+    assert net.layers[2].compute_dtype == "bfloat16"
+    x = np.random.default_rng(0).normal(0, 1, (16, 8, 8, 1)).astype(np.float32)
+
+    def saved_with(model, name):
+        @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 1], tf.float32, name="pixels")])
+        def pixels(image):
+            return {"probabilities": model(image)}
+
+        path = str(tmp_path / name)
+        tf.saved_model.save(model, path, signatures={"pixels": pixels})
+        return path
+
+    with pytest.raises(tflite.ExportError, match="bf16"):
+        tflite.convert(saved_with(net, "mixed"), "pixels", "float", None)
+    twin = export.float32_twin(net)
+    assert all(layer.compute_dtype == "float32" for layer in twin.layers)
+    flat = tflite.convert(saved_with(twin, "twin"), "pixels", "float", None)
+    interpreter = tf.lite.Interpreter(model_content=flat)
+    runner = interpreter.get_signature_runner("pixels")
+    lite = runner(pixels=x)["probabilities"]
+    np.testing.assert_allclose(lite, net(x).numpy().astype(np.float32), atol=0.02)
+    assert export.float32_twin(twin) is twin
