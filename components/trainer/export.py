@@ -58,6 +58,9 @@ def float32_twin(model: tf.keras.Model) -> tf.keras.Model:
         # A layer's config carries its policy (e.g. mixed_bfloat16); the twin's says float32.
         return layer.__class__.from_config({**layer.get_config(), "dtype": "float32"})
 
-    twin = tf.keras.models.clone_model(model, clone_function=float32_layer)
+    # The functional graph alone: layers tracked on the model as attributes (the Transform
+    # layer the serving signatures use) are not part of it and have no config to clone.
+    graph = tf.keras.Model(model.inputs, model.outputs)
+    twin = tf.keras.models.clone_model(graph, clone_function=float32_layer)
     twin.set_weights(model.get_weights())
     return twin

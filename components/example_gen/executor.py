@@ -1,0 +1,116 @@
+"""CsvExampleGen's executor with a fast engine: the same examples, splits and artifact
+properties as TFX's Beam pipeline, written by every core without Beam.
+
+TFX's executor parses each CSV line in Python DoFns, infers column types, hashes each
+example into its split and reshuffles everything before writing (about 5,000 rows/s on one
+core, memory growing with the span). The fast engine (fast_csv) keeps the parts users and
+downstream components rely on, identical by construction: the CsvExampleGen component,
+node id and driver (span, version, input fingerprint), the split names and their
+hash-bucket rule, the payload and file format properties, and gzipped TFRecords of
+tf.Examples. It writes one shard per chunk of the input in input order (TFX's order is a
+shuffle), and skips TFX's reshuffle. Anything it does not cover (another output layout,
+files not on the local filesystem) runs TFX's own executor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+from tfx.components.example_gen import utils
+from tfx.components.example_gen.csv_example_gen import executor as csv_executor
+from tfx.components.util import examples_utils
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
+
+from components.example_gen import fast_csv
+from components.example_gen.settings import IngestSettings
+
+logger = logging.getLogger(__name__)
+
+
+def custom_config(settings: IngestSettings) -> example_gen_pb2.CustomConfig:
+    """The settings as CsvExampleGen's `custom_config` (what this executor reads)."""
+    config = example_gen_pb2.CustomConfig()
+    config.custom_config.Pack(json_format.ParseDict(settings.to_dict(), struct_pb2.Struct()))
+    return config
+
+
+def settings_from(exec_properties: dict[str, Any]) -> IngestSettings:
+    text = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
+    if not text:
+        return IngestSettings()
+    config = proto_utils.json_to_proto(text, example_gen_pb2.CustomConfig())
+    values = struct_pb2.Struct()
+    if config.custom_config.Is(struct_pb2.Struct.DESCRIPTOR):
+        config.custom_config.Unpack(values)
+    plain = json_format.MessageToDict(values)
+    # Struct numbers are doubles.
+    return IngestSettings.from_dict({k: int(v) if isinstance(v, float) else v for k, v in plain.items()})
+
+
+def _why_not_fast(input_config, output_config, exec_properties, files: list[str]) -> str | None:
+    """Why the fast engine cannot write this output exactly as TFX would, or None."""
+    splits = output_config.split_config.splits
+    if len(input_config.splits) != 1 or not splits:
+        return "it writes hash-bucketed output splits of one input split only"
+    if output_config.split_config.HasField("partition_feature_name"):
+        return "partition_feature_name is not supported"
+    if exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY,
+                           example_gen_pb2.FORMAT_TF_EXAMPLE) != example_gen_pb2.FORMAT_TF_EXAMPLE:
+        return "it writes tf.Examples only"
+    if exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY,
+                           example_gen_pb2.FORMAT_TFRECORDS_GZIP) not in (
+            example_gen_pb2.FILE_FORMAT_UNSPECIFIED, example_gen_pb2.FORMAT_TFRECORDS_GZIP):
+        return "it writes gzipped TFRecords only"
+    remote = [f for f in files if "://" in f]
+    if remote:
+        return f"{remote[0]} is not on the local filesystem"
+    return None
+
+
+class Executor(csv_executor.Executor):
+    """TFX's CSV executor, or the fast engine (`ingestion.engine`, default auto)."""
+
+    def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
+        settings = settings_from(exec_properties)
+        input_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input())
+        output_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output())
+        pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY],
+                               input_config.splits[0].pattern) if input_config.splits else ""
+        files = sorted(fileio.glob(pattern)) if pattern else []
+        reason = _why_not_fast(input_config, output_config, exec_properties, files)
+        if settings.engine == "beam" or reason:
+            if reason and settings.engine == "fast":
+                logger.warning("ingestion engine fast cannot write this output (%s): TFX's Beam executor runs", reason)
+            return super().Do(input_dict, output_dict, exec_properties)
+        if not files:
+            raise RuntimeError(f"Split pattern {pattern} does not match any files.")
+        self._log_startup(input_dict, output_dict, exec_properties)
+        examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        names = utils.generate_output_split_names(input_config, output_config)
+        examples.split_names = artifact_utils.encode_split_names(names)
+        buckets, total = [], 0
+        for split in output_config.split_config.splits:
+            total += split.hash_buckets
+            buckets.append(total)
+        split_dirs = [artifact_utils.get_split_uri([examples], name) for name in names]
+        workers = settings.workers or os.cpu_count() or 1
+        logger.info("Generating examples (fast engine, %d worker(s)) from %d file(s): %s", workers, len(files), pattern)
+        done = fast_csv.ingest(files, split_dirs, buckets, workers, settings.compression_level)
+        logger.info("Examples generated: %s", done)
+        payload = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
+        if payload:
+            examples_utils.set_payload_format(examples, payload)
+        file_format = exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY,
+                                          example_gen_pb2.FILE_FORMAT_UNSPECIFIED)
+        if file_format:
+            from tfx.components.example_gen import write_split
+
+            examples_utils.set_file_format(examples, write_split.to_file_format_str(file_format))

@@ -1,0 +1,26 @@
+"""An ingestion worker: `python -m components.example_gen.worker`, one chunk task per line
+on stdin (JSON), one result per line on stdout (fast_csv.encode_chunk's, or an error)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from components.example_gen import csv_encoding, fast_csv
+
+
+def main() -> int:
+    for line in sys.stdin:
+        try:
+            answer = fast_csv.encode_chunk(json.loads(line))
+        except csv_encoding.CsvInputError as e:
+            answer = {"error": str(e), "input_error": True}
+        except Exception as e:  # reported to the executor, which fails the node with it
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
