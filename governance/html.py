@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from core import tasks
+from governance import record as record_lib
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d2330;padding:0 16px}
@@ -295,6 +296,8 @@ def render(r: dict) -> str:
                 f"<p>Verdict on {_e(verdict.get('example_count'))} eval examples (minimum {_e(verdict.get('min_eval_examples'))}),"
                 f" significance level {_e(verdict.get('significance_level'))}: {_yes_no(verdict.get('blessed'), 'blessed', 'NOT blessed')}"
                 f"{_e(': ' + '; '.join(verdict['reasons'])) if verdict.get('reasons') else ''}</p>")
+            if record_lib.sample_note(verdict):
+                out.append(f"<p>Evaluated on {_e(record_lib.sample_note(verdict))}.</p>")
             if verdict.get("comparisons"):
                 out.append("<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>difference</th><th>interval</th><th>tolerated drop</th><th>verdict</th></tr>" + "".join(
                     f"<tr><td>{_e(c['metric'])}</td><td>{_e(_fmt(c.get('candidate')))}</td><td>{_e(_fmt(c.get('baseline')))}</td><td>{_e(_fmt(c.get('difference')))}</td>"

@@ -186,6 +186,16 @@ def read_significance(evaluation_uri: str) -> dict | None:
     return _read_json(os.path.join(evaluation_uri, layout.SIGNIFICANCE_FILE))
 
 
+def sample_note(verdict: dict | None) -> str | None:
+    """How the eval examples were chosen when the Evaluator scored a sample, or None."""
+    sample = (verdict or {}).get("sample")
+    if not sample:
+        return None
+    return (f"a seeded sample of {sample['eval_examples_sampled']:,} of {sample['eval_examples_available']:,} eval "
+            f"examples (max_eval_examples {sample['max_eval_examples']:,}, hash key {sample['seed']}); the intervals "
+            "are computed on the sample")
+
+
 def evaluation(evaluation_uri: str, eval_config_json: str | None = None) -> dict:
     """TFMA's metrics per slice and model, its validation, the thresholds and the verdict."""
     import tensorflow_model_analysis as tfma  # heavy; only where an evaluation exists

@@ -17,14 +17,15 @@ from typing import Any, Literal
 
 import yaml
 
+from components.example_gen.settings import IngestSettings
 from components.serving_skew import SkewSettings
 from components.trainer.settings import TrainerSettings
 from core import deployment, layout, nodes, tasks
 from core import metadata as metadata_lib
 from core.errors import BadInput
 from governance import model_card
+from pipelines import beam as beam_lib
 
-BeamMode = Literal["in_memory", "multi_processing"]
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
 ExampleFormat = Literal["csv", "tfrecord"]
 Task = Literal[tasks.BINARY, tasks.MULTICLASS, tasks.REGRESSION]
@@ -62,7 +63,14 @@ class PipelineConfig:
     span: int | None = None
     # How many monthly spans, ending at `span`, the model trains on.
     window_spans: int = 6
-    train_steps: int = 1000
+    # How long the Trainer trains: `train_epochs` passes over the window's training split,
+    # or `train_examples` examples, or `train_steps` steps; one of them (none: 10 epochs).
+    # Epochs stop at `max_train_examples` (0: no ceiling), so a month of millions of rows
+    # trains on that many examples; the trainer toolkit grows the batch for such runs.
+    train_epochs: float | None = None
+    train_examples: int | None = None
+    train_steps: int | None = None
+    max_train_examples: int = 10_000_000
     eval_steps: int = 100
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Trainer toolkit settings (components/trainer/settings.py): strategy, precision,
@@ -98,6 +106,10 @@ class PipelineConfig:
     confidence_method: ConfidenceMethod | None = None
     # Fewer eval examples than this: the candidate is not judged (and not blessed).
     min_eval_examples: int = 50
+    # More eval examples than this: both models are scored on a seeded sample of about this
+    # many (the same examples in every run over the same data; TFMA computes the intervals
+    # on it). TFMA scores ~1,000 examples/s on one core. 0: every eval example.
+    max_eval_examples: int = 25000
     # Pre-push serving check (ServingCheck): requests sent, p99 latency budget.
     enable_serving_check: bool = True
     serving_check_requests: int = 20
@@ -125,9 +137,13 @@ class PipelineConfig:
     # {enabled, signature, input_key, label_key, raw_input_key, variants, max_accuracy_drop,
     # representative_examples}. Needs a signature of TFLite builtin ops (digits: `pixels`).
     tflite: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    # Direct runner mode: in_memory is several times faster on small spans.
-    beam_mode: BeamMode = "in_memory"
-    beam_workers: int = 0
+    # How the Beam nodes run (pipelines/beam.py): a runner profile (auto picks Beam's
+    # in-memory DirectRunner for small inputs, its multi-processing one from
+    # beam.multiprocess_from_mb), per node if asked, with the profile's options.
+    beam: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # How CsvExampleGen writes examples (components/example_gen): engine fast (every core,
+    # no Beam; the same examples and splits), beam (TFX's executor) or auto.
+    ingestion: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     enable_cache: bool = True
     # ML Metadata's store (core/metadata.py): "sqlite" (<workdir>/metadata/<pipeline>.sqlite)
     # or mysql://user@127.0.0.1:3306/database. RETRAIN_METADATA_URL wins; the password comes
@@ -196,25 +212,29 @@ class PipelineConfig:
         """`<serving base>/<model name>`: the folder TF Serving's model base_path points at."""
         return os.path.join(layout.serving_root(self.workdir), self.model_name)
 
-    def beam_pipeline_args(self) -> list[str]:
-        """Beam options for every Beam-based node.
+    @property
+    def training_budget(self) -> dict:
+        """The Trainer's budget (components.trainer.settings.TrainingBudget's fields)."""
+        given = {k: getattr(self, f"train_{k}") for k in ("epochs", "examples", "steps")
+                 if getattr(self, f"train_{k}") is not None}
+        return {**(given or {"epochs": DEFAULT_TRAIN_EPOCHS}), "max_examples": self.max_train_examples}
 
-        In-memory is the DirectRunner's default, so it gets no options at all: TFX's
-        BaseBeamExecutor builds (and never deletes) a 42 MB `tfx_ephemeral` sdist of TFX into
-        a new temp dir whenever the options are non-empty and name no dependency. Other modes
-        name this project's setup.py, which is also what a remote worker really needs (our
-        components, not only TFX's).
-        """
-        if self.beam_mode == "in_memory":
-            return []
-        workers = self.beam_workers or (os.cpu_count() or 1)
-        return [
-            f"--direct_running_mode={self.beam_mode}",
-            f"--direct_num_workers={workers}",
-            f"--setup_file={PROJECT_SETUP_FILE}",
-        ]
+    @property
+    def beam_settings(self) -> beam_lib.BeamSettings:
+        return beam_lib.BeamSettings.from_dict(self.beam, beam_lib.BEAM_NODES)
+
+    @property
+    def ingest_settings(self) -> IngestSettings:
+        return IngestSettings.from_dict(self.ingestion)
 
 
+# With no train_epochs, train_examples or train_steps.
+DEFAULT_TRAIN_EPOCHS = 10
+# Fields of earlier releases, and what says the same now.
+_REPLACED = {
+    "beam_mode": "beam.profile (in_memory is direct, multi_processing is direct-multiprocess; pipelines/beam.py)",
+    "beam_workers": "beam.workers",
+}
 # Relative to the config file. `workdir` stays relative to where the command runs.
 _PATH_FIELDS = ("data_root", "schema_path", "gate_policy")
 
@@ -258,6 +278,9 @@ def from_dict(values: Mapping[str, Any], base_dir: str = ".") -> PipelineConfig:
     """
     hints = typing.get_type_hints(PipelineConfig)
     fields = {f.name: f for f in dataclasses.fields(PipelineConfig)}
+    for old, new in _REPLACED.items():
+        if old in values:
+            raise ConfigError(f"{old}: replaced by {new}")
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
@@ -288,9 +311,17 @@ def validate(config: PipelineConfig) -> None:
     Raises:
       ConfigError: naming the field.
     """
-    for name in ("window_spans", "train_steps", "eval_steps", "serving_check_requests", "keep_versions"):
+    for name in ("window_spans", "eval_steps", "serving_check_requests", "keep_versions"):
         if getattr(config, name) < 1:
             raise ConfigError(f"{name}: must be at least 1, got {getattr(config, name)}")
+    budget = [f"train_{k}" for k in ("epochs", "examples", "steps") if getattr(config, f"train_{k}") is not None]
+    if len(budget) > 1:
+        raise ConfigError(f"{' and '.join(budget)}: set one of train_epochs, train_examples, train_steps")
+    for name in budget:
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"{name}: must be > 0, got {getattr(config, name)}")
+    if config.max_train_examples < 0:
+        raise ConfigError(f"max_train_examples: must be >= 0 (0: no ceiling), got {config.max_train_examples}")
     for name in ("min_auc", "min_accuracy"):
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"{name}: must be within [0, 1], got {getattr(config, name)}")
@@ -307,8 +338,17 @@ def validate(config: PipelineConfig) -> None:
         raise ConfigError(f"significance_level: must be within (0, 0.5), got {config.significance_level}")
     if config.min_eval_examples < 1:
         raise ConfigError(f"min_eval_examples: must be at least 1, got {config.min_eval_examples}")
-    if config.beam_workers < 0:
-        raise ConfigError(f"beam_workers: must be >= 0, got {config.beam_workers}")
+    if config.max_eval_examples and config.max_eval_examples < config.min_eval_examples:
+        raise ConfigError(f"max_eval_examples: must be 0 (all) or at least min_eval_examples "
+                          f"({config.min_eval_examples}), got {config.max_eval_examples}")
+    try:
+        config.beam_settings  # noqa: B018 - validates the block
+    except beam_lib.BeamConfigError as e:
+        raise ConfigError(str(e)) from e
+    try:
+        config.ingest_settings  # noqa: B018 - validates the block
+    except ValueError as e:
+        raise ConfigError(f"ingestion: {e}") from e
     if not 0.0 <= config.request_log_sampling <= 1.0:
         raise ConfigError(f"request_log_sampling: must be within [0, 1], got {config.request_log_sampling}")
     try:
@@ -460,8 +500,49 @@ def load(path: str, overrides: Mapping[str, Any] | None = None) -> PipelineConfi
         raise ConfigError(f"config {path} is not valid YAML: {e}") from e
     if not isinstance(values, dict):
         raise ConfigError(f"config {path} must be a mapping of field: value")
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    for key, value in (overrides or {}).items():
+        if value is CLEAR:
+            values.pop(key, None)
+        elif value is not None:
+            _set_dotted(values, key, value)
     return from_dict(values, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+# An override that removes a top-level key (e.g. the file's train_epochs when --train-steps is given).
+CLEAR = object()
+
+
+def _set_dotted(values: dict, key: str, value: Any) -> None:
+    """values["a"]["b"] = value for key "a.b" (the mappings on the way are copied, not shared)."""
+    *path, last = key.split(".")
+    target = values
+    for part in path:
+        inner = target.get(part)
+        if inner is None:
+            inner = {}
+        elif not isinstance(inner, Mapping):
+            raise ConfigError(f"{key}: {part} is not a mapping in the config")
+        target[part] = inner = dict(inner)
+        target = inner
+    target[last] = value
+
+
+def parse_assignments(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` strings (`--set beam.profile=portable`) as overrides; values read as YAML.
+
+    Raises:
+      ConfigError: an item without `=`.
+    """
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. beam.profile=direct-multiprocess")
+        try:
+            out[key.strip()] = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML: {e}") from e
+    return out
 
 
 def replace(config: PipelineConfig, **changes: Any) -> PipelineConfig:

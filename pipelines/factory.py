@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 
@@ -21,14 +22,16 @@ from components.data_gate import measures as gate_measures
 from components.data_gate.component import DataGate, DataGateReport
 from components.evaluator import regression_metrics
 from components.evaluator.component import Evaluator
+from components.example_gen.component import CsvExampleGen
 from components.serving_check import ServingCheck
 from components.serving_skew import ServedModelStatisticsStrategy, ServingSkew
 from components.span_window import SpanWindowStrategy
 from components.tflite_export import TFLiteExport
 from components.trainer.component import Trainer
 from core import layout, metadata, nodes, spans, tasks
+from pipelines import beam as beam_lib
 from pipelines import config as config_lib
-from pipelines.config import PipelineConfig
+from pipelines.config import PROJECT_SETUP_FILE, PipelineConfig
 
 # The stage each node belongs to: orchestrators group tasks by it (Airflow TaskGroups).
 NODE_STAGES = {
@@ -165,6 +168,27 @@ def _approved(approval_gate):
     return tfx.dsl.Cond(approval_gate.outputs["approval"].future()[0].custom_property("approved") == 1)
 
 
+def _span_bytes(config: PipelineConfig, span: int) -> int:
+    """Bytes of a span's input files (0 when the span is not there)."""
+    folder = spans.span_dir(config.data_root, span)
+    if not os.path.isdir(folder):
+        return 0
+    suffix = spans.FILE_SUFFIXES[config.example_format]
+    return sum(e.stat().st_size for e in os.scandir(folder) if e.is_file() and e.name.endswith(suffix))
+
+
+def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
+    """Each Beam node's runner profile and flags for this run's span: the data a node reads
+    is the span's (ExampleGen, StatisticsGen) or the training window's (Transform, Evaluator)."""
+    span_bytes = _span_bytes(config, config.span)
+    first, last = spans.window(config.span, config.window_spans)
+    window_bytes = sum(_span_bytes(config, s) for s in range(first, last + 1) if 1 <= s % 100 <= 12)
+    reads = {config.example_gen_id: span_bytes, nodes.STATISTICS_GEN: span_bytes,
+             nodes.TRANSFORM: window_bytes, nodes.EVALUATOR: window_bytes}
+    settings = config.beam_settings
+    return {node: settings.choose(node, size, PROJECT_SETUP_FILE) for node, size in reads.items()}
+
+
 def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     """Builds the retraining pipeline for one span.
 
@@ -184,9 +208,12 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
 
     # Ingest exactly one span, the way a scheduled run receives new data: CSV, or TFRecords
     # of tf.Examples for data CSV cannot hold (encoded images).
-    example_gen_class = (
-        tfx.components.CsvExampleGen if config.example_format == "csv" else tfx.components.ImportExampleGen
-    )
+    # CSV goes through the fast ingestion engine by default (components/example_gen: the
+    # same examples, splits and properties as TFX's Beam executor, on every core).
+    if config.example_format == "csv":
+        example_gen_class = functools.partial(CsvExampleGen, ingest=config.ingest_settings)
+    else:
+        example_gen_class = tfx.components.ImportExampleGen
     example_gen = example_gen_class(
         input_base=config.data_root,
         input_config=tfx.proto.Input(
@@ -327,9 +354,12 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_importer.outputs["schema"],
         base_model=model_resolver.outputs["model"] if config.warm_start else None,
-        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
+        # Epochs or examples become steps in the Trainer, which counts the window's
+        # examples (TrainingBudget); a step budget is TFX's own num_steps as well.
+        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps) if config.train_steps else tfx.proto.TrainArgs(),
         eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
         custom_config={
+            "training": config.training_budget,
             "hparams": dict(config.hparams),
             "trainer": {"backup_root": config.trainer_backup_root, **config.trainer},
         },
@@ -340,7 +370,8 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
 
     # Candidate vs baseline on the eval splits of the window (the new span included): records
     # hash to the same split in every run, so neither model has trained on them, and both
-    # are scored on the same examples. A drop vs the baseline refuses only when significant.
+    # are scored on the same examples (a seeded sample of them above max_eval_examples). A
+    # drop vs the baseline refuses only when significant.
     evaluator = Evaluator(
         examples=window_resolver.outputs["examples"],
         model=trainer.outputs["model"],
@@ -348,6 +379,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         eval_config=_eval_config(config),
         significance_level=config.significance_level,
         min_eval_examples=config.min_eval_examples,
+        max_eval_examples=config.max_eval_examples,
     )
 
     # Only a blessed model goes on: otherwise both nodes below are skipped, not run.
@@ -426,6 +458,11 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     ]
     # Every reader of a run (records, reports, backfill, DAG wiring) keys nodes by
     # `core.nodes`; a node whose id is not there would be invisible to them.
+    # Each Beam node on the profile its data asks for (pipelines/beam.py); none at pipeline level.
+    for node, choice in beam_choices(config).items():
+        component = next((c for c in components if c.id == node), None)
+        if component is not None and choice.args:
+            component.with_beam_pipeline_args(list(choice.args))
     unknown = sorted(c.id for c in components if c.id not in NODE_STAGES)
     if unknown:
         raise ValueError(f"node ids {unknown} are not in core.nodes/NODE_STAGES")
@@ -438,5 +475,5 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         # the password from the environment (core.metadata.with_password).
         metadata_connection_config=metadata.connection_config(
             dataclasses.replace(config.metadata_store, password="")),
-        beam_pipeline_args=config.beam_pipeline_args(),
+        beam_pipeline_args=[],
     )

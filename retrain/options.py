@@ -8,7 +8,9 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIG = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
-_OVERRIDABLE = ("window_spans", "train_steps", "eval_steps", "beam_mode")
+_OVERRIDABLE = ("window_spans", "eval_steps")
+# One training budget: the one given on the command line replaces the config's.
+_BUDGETS = ("train_epochs", "train_examples", "train_steps")
 
 
 def pipeline_config_path(pipeline: str) -> str:
@@ -20,11 +22,19 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=DEFAULT_CONFIG, help="pipeline config YAML")
     p.add_argument("--span", help="span to ingest, YYYYMM (default: the latest)")
     p.add_argument("--window", type=int, dest="window_spans", help="spans to train on")
-    p.add_argument("--train-steps", type=int, dest="train_steps")
+    p.add_argument("--train-steps", type=int, dest="train_steps", help="train this many steps")
+    p.add_argument("--train-epochs", type=float, dest="train_epochs",
+                   help="train this many passes over the window's training split (up to max_train_examples)")
+    p.add_argument("--train-examples", type=int, dest="train_examples", help="train on this many examples")
     p.add_argument("--eval-steps", type=int, dest="eval_steps")
     p.add_argument("--workdir", default="work", help="outputs, MLMD and serving dir (default ./work)")
     p.add_argument("--data-root", dest="data_root", help="span folders (default: from config)")
-    p.add_argument("--beam-mode", choices=["in_memory", "multi_processing"], dest="beam_mode")
+    p.add_argument("--beam-profile", dest="beam_profile", metavar="PROFILE",
+                   help="Beam runner profile of every Beam node: auto, direct, direct-multiprocess, portable, flink,"
+                        " spark or dataflow (its options from the config's beam.options or --set)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, dotted for nested ones, the value read as YAML"
+                        " (e.g. --set ingestion.engine=beam --set hparams.batch_size=256); repeatable")
     p.add_argument("--no-cache", action="store_true", help="re-run nodes whose inputs are unchanged")
     p.add_argument("--no-backfill", action="store_true", help="don't ingest missing window spans first")
 
@@ -49,7 +59,16 @@ def run_folder(args) -> str:
 
 def overrides(args) -> dict:
     """Config values the run options override (None: keep the config's)."""
+    from pipelines import config as config_lib
+
     out = {k: getattr(args, k) for k in _OVERRIDABLE}
+    out.update(config_lib.parse_assignments(args.assignments))
+    given = [k for k in _BUDGETS if getattr(args, k, None) is not None]
+    if given:
+        out.update({k: config_lib.CLEAR for k in _BUDGETS})
+        out.update({k: getattr(args, k) for k in given})
+    if args.beam_profile:
+        out["beam.profile"] = args.beam_profile
     if args.data_root:
         out["data_root"] = os.path.abspath(args.data_root)
     out["workdir"] = os.path.abspath(args.workdir)

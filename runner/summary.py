@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from core import tasks
+from governance import record as record_lib
 from governance.record import RunRecord
 
 _SUMMARY_METRICS = ("example_count", *tasks.ALL_KEY_METRICS)
@@ -147,6 +148,15 @@ def format_summary(summary: dict) -> str:
             f" {training.get('train_steps')} steps in {training.get('train_wall_s')} s"
             + (f", resumed at step {training['resumed_from_step']}" if training.get("resumed_from_step") else "")
         )
+        budget = training.get("budget") or {}
+        if budget.get("asked"):
+            asked = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in budget["asked"].items())
+            seen = f"{training.get('train_examples') or budget.get('examples'):,} examples"
+            if budget.get("epochs") is not None:
+                seen += f" = {budget['epochs']} epochs of {budget['available_examples']:,}"
+            grown = (f"; batch {budget['per_replica_batch_size']} per replica (the model's {budget['model_batch_size']}, "
+                     "grown for the data)" if budget.get("per_replica_batch_size") != budget.get("model_batch_size") else "")
+            lines.append(f"  training budget  {asked}: {seen}{grown}")
     ev = summary["evaluation"]
     if ev:
         cand, base = ev["candidate"], ev["baseline"]
@@ -168,6 +178,8 @@ def format_summary(summary: dict) -> str:
                 f"  verdict          {'blessed' if verdict['blessed'] else 'NOT blessed: ' + '; '.join(verdict['reasons'])}"
                 f" ({verdict.get('example_count') and int(verdict['example_count'])} eval examples)"
             )
+            if record_lib.sample_note(verdict):
+                lines.append(f"  evaluated on     {record_lib.sample_note(verdict)}")
         else:
             for f in ev["failures"]:
                 lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")

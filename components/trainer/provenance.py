@@ -15,7 +15,7 @@ FILENAME = "training_provenance.json"
 MLMD_PROPERTIES = (
     "strategy", "replicas", "workers", "devices", "gpus", "precision_policy", "loss_scaling",
     "global_batch_size", "train_steps", "resumed_from_step", "examples_per_sec", "train_wall_s",
-    "input_cached", "warm_start",
+    "input_cached", "warm_start", "train_examples", "budget",
 )
 MLMD_PREFIX = "training_"
 

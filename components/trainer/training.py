@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from components.trainer import dataset, export, hardware, precision, provenance
 from components.trainer import strategy as strategy_lib
-from components.trainer.settings import TrainerSettings
+from components.trainer.settings import TrainerSettings, TrainingBudget
 from components.trainer.warm_start import warm_start_from
 
 logger = logging.getLogger(__name__)
@@ -68,9 +68,12 @@ class Session:
         return per_replica * self.replicas
 
     def input_options(self, per_replica_batch_size: int, seed: int | None) -> dataset.InputOptions:
+        global_batch = self.global_batch_size(per_replica_batch_size)
         return dataset.InputOptions(
-            global_batch_size=self.global_batch_size(per_replica_batch_size),
+            global_batch_size=global_batch,
             shuffle_seed=seed,
+            # Several batches' worth: a large batch from a small buffer is mostly one file's run.
+            shuffle_buffer=max(1024, 8 * global_batch),
             deterministic=self.settings.deterministic,
             cache_max_bytes=self.settings.cache_max_bytes,
             shard_by_data=self.strategy_choice.name == "multi_worker",
@@ -127,6 +130,8 @@ class FitSpec:
     # TF Serving method names for signatures other than predict, e.g.
     # {"classification": export.CLASSIFY}: TF Serving's :classify/:regress need them.
     signature_methods: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # What the budget asked for and what it came to (TrainingBudget.plan), for the record.
+    budget: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def backup_dir(settings: TrainerSettings, spec: FitSpec) -> str:
@@ -274,6 +279,8 @@ def train_and_export(
         "per_replica_batch_size": spec.per_replica_batch_size,
         "global_batch_size": options.global_batch_size,
         "train_steps": spec.train_steps,
+        "budget": dict(spec.budget),
+        "train_examples": spec.train_steps * options.global_batch_size,
         "steps_this_attempt": progress.steps_run,
         "resumed_from_step": progress.first_step or 0,
         "examples_per_sec": round(progress.examples_per_sec() or 0.0, 1),
@@ -292,6 +299,26 @@ def train_and_export(
         provenance.write(spec.serving_model_dir, record)
     logger.info("trainer: %s", json.dumps(record, sort_keys=True))
     return record
+
+
+def plan_training(session: Session, fn_args, batch_size: int) -> dict:
+    """Steps and batch from the budget in `custom_config["training"]` (TFX's train_steps when
+    there is none), counting the training examples when the budget is in epochs."""
+    config = fn_args.custom_config or {}
+    budget = (TrainingBudget.from_custom_config(config) if config.get("training")
+              else TrainingBudget(steps=fn_args.train_steps))
+    available = None
+    if budget.needs_count:
+        start = time.perf_counter()
+        available = dataset.count_records(dataset.list_files(fn_args.train_files))
+        logger.info("trainer: %d training examples (counted in %.1f s)", available, time.perf_counter() - start)
+    settings = session.settings
+    plan = budget.plan(batch_size, session.replicas, available, settings.max_batch_size,
+                       settings.batch_growth_above_steps)
+    plan = {"asked": {k: v for k, v in dataclasses.asdict(budget).items() if v}, "available_examples": available,
+            "model_batch_size": batch_size, **plan}
+    logger.info("trainer: %s", json.dumps(plan, sort_keys=True))
+    return plan
 
 
 def train_from_fn_args(
@@ -321,6 +348,7 @@ def train_from_fn_args(
     session = setup(TrainerSettings.from_custom_config(fn_args.custom_config))
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
     tf.keras.utils.set_random_seed(hparams.seed)
+    plan = plan_training(session, fn_args, hparams.batch_size)
     return train_and_export(
         session,
         build_model=lambda: build_model(tft_output),
@@ -329,8 +357,9 @@ def train_from_fn_args(
             eval_files=fn_args.eval_files,
             feature_spec=tft_output.raw_feature_spec(),
             transform=transform(tft_output),
-            per_replica_batch_size=hparams.batch_size,
-            train_steps=fn_args.train_steps,
+            per_replica_batch_size=plan["per_replica_batch_size"],
+            train_steps=plan["steps"],
+            budget=plan,
             eval_steps=fn_args.eval_steps,
             model_run_dir=fn_args.model_run_dir,
             serving_model_dir=fn_args.serving_model_dir,

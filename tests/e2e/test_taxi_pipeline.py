@@ -235,6 +235,8 @@ def _config(env, path, hparams=None, **changes) -> str:
         cfg = yaml.safe_load(f)
     cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA,
                gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"))
+    if "train_steps" in changes:  # one training budget: the test's replaces the config's epochs
+        cfg.pop("train_epochs", None)
     cfg.update({"min_eval_examples": 20, **changes})
     cfg["hparams"] = {**cfg["hparams"], **(hparams or {})}
     path.write_text(yaml.safe_dump(cfg))

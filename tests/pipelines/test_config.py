@@ -1,7 +1,6 @@
 """Config parsing: the shipped config loads; every kind of bad value names its field."""
 
 import dataclasses
-import os
 
 import pytest
 
@@ -26,23 +25,28 @@ def test_taxi_config_loads_with_paths_resolved():
     assert c.pipeline_name == "taxi"
     assert c.data_root == TAXI_DATA and c.schema_path == TAXI_SCHEMA
     assert c.slice_features == ("trip_start_hour",)
-    assert c.beam_mode == "in_memory"
-    # The DirectRunner's default mode: no options, so TFX builds no ephemeral sdist of itself.
-    assert c.beam_pipeline_args() == []
+    assert c.beam_settings.profile == "auto" and c.ingest_settings.engine == "auto"
 
 
-def test_multi_processing_names_workers_and_a_dependency():
-    c = config_lib.load(TAXI_CONFIG, {"beam_mode": "multi_processing"})
-    args = c.beam_pipeline_args()
-    assert "--direct_running_mode=multi_processing" in args
-    assert f"--direct_num_workers={os.cpu_count()}" in args
-    setup = [a.split("=", 1)[1] for a in args if a.startswith("--setup_file=")]
-    assert setup and os.path.isfile(setup[0])
+def test_dotted_overrides_reach_nested_blocks_and_leave_the_rest():
+    c = config_lib.load(TAXI_CONFIG, config_lib.parse_assignments(
+        ["beam.profile=direct-multiprocess", "beam.workers=3", "hparams.batch_size=256", "ingestion.engine=beam"]))
+    assert c.beam_settings.profile == "direct-multiprocess" and c.beam_settings.workers == 3
+    assert c.hparams["batch_size"] == 256 and c.hparams["hidden_units"] == [64, 32, 16]
+    assert c.ingest_settings.engine == "beam"
+    with pytest.raises(config_lib.ConfigError, match="expected KEY=VALUE"):
+        config_lib.parse_assignments(["beam.profile"])
+    with pytest.raises(config_lib.ConfigError, match="train_epochs.x: train_epochs is not a mapping"):
+        config_lib.load(TAXI_CONFIG, {"train_epochs.x": 1})
 
 
 def test_overrides_win_and_none_is_ignored():
-    c = config_lib.load(TAXI_CONFIG, {"train_steps": 7, "window_spans": None})
-    assert c.train_steps == 7 and c.window_spans == 6
+    c = config_lib.load(TAXI_CONFIG, {"train_steps": 7, "train_epochs": config_lib.CLEAR, "window_spans": None})
+    assert c.train_steps == 7 and c.train_epochs is None and c.window_spans == 6
+    assert c.training_budget == {"steps": 7, "max_examples": 10_000_000}
+    assert config_lib.load(TAXI_CONFIG).training_budget == {"epochs": 30, "max_examples": 10_000_000}
+    with pytest.raises(config_lib.ConfigError, match="train_epochs and train_steps: set one of"):
+        config_lib.load(TAXI_CONFIG, {"train_steps": 7})
 
 
 @pytest.mark.parametrize(
@@ -52,7 +56,11 @@ def test_overrides_win_and_none_is_ignored():
         ({"train_steps": True}, "train_steps: expected int"),
         ({"window_spans": 0}, "window_spans: must be at least 1"),
         ({"min_auc": 1.5}, r"min_auc: must be within \[0, 1\]"),
-        ({"beam_mode": "spark"}, "beam_mode: 'spark' is not one of"),
+        ({"beam_mode": "multi_processing"}, "beam_mode: replaced by beam.profile"),
+        ({"beam": {"profile": "spark"}}, "beam.options: profile spark needs spark_master_url"),
+        ({"beam": {"profile": "storm"}}, "beam.profile: 'storm' is not one of"),
+        ({"beam": {"nodes": {"Trainer": {"profile": "direct"}}}}, "beam.nodes: Trainer run no Beam"),
+        ({"ingestion": {"engine": "turbo"}}, "ingestion: engine: 'turbo' is not one of"),
         ({"slice_features": "hour"}, "slice_features: expected a list"),
         ({"run_fn": "nodots"}, "run_fn: expected a dotted path"),
         ({"colour": "red"}, "unknown config field.*colour"),

@@ -86,6 +86,36 @@ def test_multi_worker_on_localhost_exports_one_model(data, tmp_path):
     assert _serves(tmp_path / "serving").shape == (1, 1)
 
 
+def test_an_epochs_budget_trains_on_that_many_passes_over_the_training_split(data, tmp_path):
+    """2 epochs of the 512 training examples at batch 16: 64 steps, 1,024 examples seen; with
+    the batch allowed to grow while a run exceeds 20 steps, 2 epochs become 16 steps of 64."""
+    record = _run(_job(data, tmp_path, "--epochs", "2", "--batch", "16"))
+    budget = record["budget"]
+    assert budget["available_examples"] == 512 and budget["asked"] == {"epochs": 2}
+    assert record["train_steps"] == record["steps_this_attempt"] == 64
+    assert record["train_examples"] == 1024 and budget["epochs"] == 2.0
+    grown = _run(_job(data, tmp_path / "grown", "--epochs", "2", "--batch", "16", "--max-batch", "64",
+                      "--growth-above", "20"))
+    assert grown["global_batch_size"] == 64 and grown["steps_this_attempt"] == 16
+    assert grown["budget"]["model_batch_size"] == 16 and grown["train_examples"] == 1024
+
+
+def test_training_budget_plans_steps_batch_and_ceiling():
+    from components.trainer.settings import TrainingBudget
+
+    plan = TrainingBudget(epochs=30, max_examples=10_000_000).plan(32, 1, 303, 1024, 5000)
+    assert (plan["steps"], plan["per_replica_batch_size"]) == (285, 32)  # the embedded window: unchanged
+    big = TrainingBudget(epochs=30, max_examples=10_000_000).plan(32, 1, 7_500_000, 1024, 5000)
+    assert big["per_replica_batch_size"] == 1024 and big["steps"] == 9766 and big["epochs"] == 1.333
+    two = TrainingBudget(examples=1000).plan(16, 2, None, 0, 1)
+    assert (two["steps"], two["per_replica_batch_size"], two["examples"]) == (32, 16, 1024)
+    assert TrainingBudget(steps=7).plan(32, 1, None, 1024, 1)["steps"] == 7  # steps are steps
+    with pytest.raises(ValueError, match="set exactly one"):
+        TrainingBudget.from_custom_config({"training": {"epochs": 1, "steps": 2}})
+    with pytest.raises(ValueError, match="train_epochs: must be > 0"):
+        TrainingBudget.from_custom_config({"training": {"epochs": 0}})
+
+
 def test_mixed_float16_uses_loss_scaling_and_float32_outputs(data, tmp_path):
     record = _run(_job(data, tmp_path, "--precision", "mixed_float16", "--steps", "5"))
     assert record["precision_policy"] == "mixed_float16" and record["loss_scaling"] is True

@@ -57,6 +57,9 @@ def main(argv=None) -> int:
     p.add_argument("--precision", default="float32")
     p.add_argument("--logical-cpus", type=int, default=0)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--epochs", type=float, help="an epochs budget (TrainingBudget) instead of --steps")
+    p.add_argument("--max-batch", type=int, default=0, help="trainer.max_batch_size")
+    p.add_argument("--growth-above", type=int, default=5000, help="trainer.batch_growth_above_steps")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--backup-every", type=int, default=0)
     p.add_argument("--backup-root")
@@ -77,9 +80,14 @@ def main(argv=None) -> int:
 
     settings = settings_lib.TrainerSettings(
         strategy=args.strategy, precision=args.precision, backup_every_steps=args.backup_every,
-        backup_root=args.backup_root, log_every_steps=10,
+        backup_root=args.backup_root, log_every_steps=10, max_batch_size=args.max_batch,
+        batch_growth_above_steps=args.growth_above,
     )
     session = training.setup(settings)
+    train_files = [os.path.join(args.data, "Split-train", "*")]
+    budget = {"steps": args.steps} if args.epochs is None else {"epochs": args.epochs}
+    plan = training.plan_training(session, argparse.Namespace(custom_config={"training": budget},
+                                                              train_files=train_files, train_steps=None), args.batch)
     spec = {"x": tf.io.FixedLenFeature([FEATURE_SPEC_DIM], tf.float32), "y": tf.io.FixedLenFeature([1], tf.int64)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -96,12 +104,13 @@ def main(argv=None) -> int:
         session,
         build_model=build,
         spec=training.FitSpec(
-            train_files=[os.path.join(args.data, "Split-train", "*")],
+            train_files=train_files,
             eval_files=[os.path.join(args.data, "Split-eval", "*")],
             feature_spec=spec,
             transform=lambda f: ({"x": f["x"]}, f["y"]),
-            per_replica_batch_size=args.batch,
-            train_steps=args.steps,
+            per_replica_batch_size=plan["per_replica_batch_size"],
+            train_steps=plan["steps"],
+            budget=plan,
             eval_steps=2,
             model_run_dir=os.path.join(args.out, "model_run"),
             serving_model_dir=os.path.join(args.out, "serving"),

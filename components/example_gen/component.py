@@ -1,0 +1,28 @@
+"""CsvExampleGen with the fast ingestion engine: TFX's component (spec, driver, node id,
+outputs), this package's executor, and the `ingestion:` settings as its custom_config."""
+
+from __future__ import annotations
+
+from tfx import v1 as tfx
+from tfx.components.example_gen import component as example_gen_component
+from tfx.dsl.components.base import executor_spec
+
+from components.example_gen import executor
+from components.example_gen.settings import IngestSettings
+
+
+class CsvExampleGen(tfx.components.CsvExampleGen):
+    """TFX's CsvExampleGen whose executor can write without Beam (executor.py).
+
+    Args:
+      input_base, input_config, output_config, range_config: as TFX's CsvExampleGen.
+      ingest: the engine, workers and gzip level (IngestSettings).
+    """
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+
+    def __init__(self, input_base: str, input_config, output_config, range_config, ingest: IngestSettings):
+        # TFX's CsvExampleGen takes no custom_config; its base, FileBasedExampleGen, does.
+        example_gen_component.FileBasedExampleGen.__init__(
+            self, input_base=input_base, input_config=input_config, output_config=output_config,
+            range_config=range_config, custom_config=executor.custom_config(ingest))
