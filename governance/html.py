@@ -343,5 +343,10 @@ def render(r: dict) -> str:
         f"<td>{_e(v.get('execution_id') or '-')}</td><td>{_e(v.get('started') or '-')}</td><td>{_e(v.get('seconds') or '-')}</td></tr>"
         + (f'<tr><td></td><td colspan=5 class="bad">{_e(v["error"])}</td></tr>' if v.get("error") else "")
         for k, v in r.get("nodes", {}).items()) + "</table>")
+    if r.get("beam"):
+        out.append("<h2>Beam runner per node</h2><table><tr><th>node</th><th>profile</th><th>why</th><th>Beam flags</th></tr>"
+                   + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v.get('profile'))}</td><td>{_e(v.get('reason'))}</td>"
+                             f"<td><code>{_e(' '.join(v.get('args') or []) or '(none: in-memory DirectRunner)')}</code></td></tr>"
+                             for k, v in r["beam"].items()) + "</table>")
     out.append("</body></html>")
     return "\n".join(out)

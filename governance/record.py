@@ -74,6 +74,8 @@ class RunRecord:
     push: dict = dataclasses.field(default_factory=lambda: {"pushed": False})
     tflite: dict | None = None
     backfilled_spans: list[int] = dataclasses.field(default_factory=list)
+    # Each Beam node's runner profile and why (run.json; pipelines/beam.py).
+    beam: dict = dataclasses.field(default_factory=dict)
     outcome: Outcome = Outcome(outcomes.NOT_PUSHED)
 
     @property
@@ -326,7 +328,7 @@ def classify(record: RunRecord) -> Outcome:
 
 def read(store, pipeline: str, pipeline_root: str, run_id: str,
          results: list[NodeResult] | None = None, backfilled: list[int] | None = None,
-         span: int | None = None) -> RunRecord:
+         span: int | None = None, beam: dict | None = None) -> RunRecord:
     """The record of a run, from MLMD, the artifacts and (if given) the runner's node results.
 
     Raises:
@@ -336,7 +338,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     if not mlmd_nodes and not results:
         raise LookupError(f"MLMD has no run {run_id!r} of pipeline {pipeline!r}")
     r = RunRecord(pipeline, run_id, _node_states(mlmd_nodes, results), data={"span": span, "rows": None},
-                  backfilled_spans=list(backfilled or []))
+                  backfilled_spans=list(backfilled or []), beam=dict(beam or {}))
     nodes = mlmd_nodes  # MLMD's executions by node id; r.nodes merges in the runner's results
 
     gen = next((nodes[k] for k in N.EXAMPLE_GENS if k in nodes), None)
@@ -477,4 +479,4 @@ def read_folder(folder: str, store=None) -> RunRecord:
     if store is None:
         store = metadata.open_store(where, readonly=True)
     return read(store, info["pipeline"], pipeline_root, info["run_id"],
-                run_folder.read_results(folder), info.get("backfilled_spans"), info.get("span"))
+                run_folder.read_results(folder), info.get("backfilled_spans"), info.get("span"), info.get("beam"))

@@ -218,11 +218,16 @@ def finish_claim(info: dict) -> None:
 def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) -> dict:
     from runner import node_runner
 
+    from pipelines.factory import beam_choices
+
     return {
         "run_id": run_id, "span": config.span, "pipeline": config.pipeline_name,
         "metadata": config.metadata_store.url, "backfilled_spans": backfilled,
         "window_spans": config.window_spans,
         "pipeline_root": os.path.abspath(config.pipeline_root), "nodes": node_runner.node_ids(ir),
+        # How each Beam node runs (pipelines/beam.py), and why: for the summary and the report.
+        "beam": {node: {"profile": c.profile, "reason": c.reason, "args": list(c.args)}
+                 for node, c in beam_choices(config).items()},
     }
 
 

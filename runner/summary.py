@@ -15,7 +15,7 @@ from governance.record import RunRecord
 _SUMMARY_METRICS = ("example_count", *tasks.ALL_KEY_METRICS)
 # Every summary has these keys (None when the run did not get that far).
 _SUMMARY_KEYS = (
-    "pipeline", "run_id", "span", "backfilled_spans", "nodes", "rows", "window_spans",
+    "pipeline", "run_id", "span", "backfilled_spans", "nodes", "beam", "rows", "window_spans",
     "data_gate", "serving_skew", "training", "evaluation", "blessed", "serving_check", "pushed", "outcome", "error",
 )
 _GATE_KEYS = ("passed", "blocking_features", "anomalies", "drift", "completeness", "volume", "opt_out",
@@ -59,6 +59,7 @@ def build_summary(record: RunRecord) -> dict:
         "span": record.span,
         "backfilled_spans": record.backfilled_spans,
         "nodes": {k: {"status": n.status, "seconds": n.seconds} for k, n in record.nodes.items()},
+        "beam": {k: {"profile": v["profile"], "reason": v["reason"]} for k, v in record.beam.items()},
         "rows": record.data.get("rows"),
         "window_spans": sorted(w["span"] for w in window) if window else None,
         "data_gate": {k: gate.get(k) for k in _GATE_KEYS} if gate else None,
@@ -99,6 +100,9 @@ def format_summary(summary: dict) -> str:
         lines.append(
             "  rows             " + ", ".join(f"{k} {v}" for k, v in summary["rows"].items())
         )
+    beam = {k: v for k, v in (summary.get("beam") or {}).items() if k in summary["nodes"]}
+    if beam and any(v["profile"] != "direct" for v in beam.values()):
+        lines.append("  beam             " + "; ".join(f"{k} {v['profile']}" for k, v in beam.items()))
     if summary["window_spans"]:
         w = summary["window_spans"]
         lines.append(f"  trained on       {len(w)} span(s): {w[0]}..{w[-1]}")

@@ -61,8 +61,15 @@ def count_examples(artifacts: list, splits: list[str]) -> int:
         for split in splits:
             files = _split_files(artifact, split)
             if files:
-                total += int(_dataset(files).reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+                total += _count(_dataset(files))
     return total
+
+
+def _count(ds) -> int:
+    """Records of a dataset, counted a batch at a time (a function per record costs ~40 us)."""
+    import tensorflow as tf
+
+    return int(ds.batch(8192).reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.size(b, out_type=tf.int64)))
 
 
 def sample_examples(artifacts: list, splits: list[str], rate: float, out_dir: str) -> tuple[list, int]:
@@ -80,12 +87,12 @@ def sample_examples(artifacts: list, splits: list[str], rate: float, out_dir: st
             files = _split_files(artifact, split)
             target = artifact_utils.get_split_uri([copy], split)
             tf.io.gfile.makedirs(target)
-            sample = _dataset(files).filter(
-                lambda r: tf.strings.to_hash_bucket_strong(r, _HASH_BUCKETS, [SAMPLE_SEED, SAMPLE_SEED]) < threshold)
+            # A batch at a time: the keyed hash and the mask run once per 8,192 records.
+            sample = _dataset(files).batch(8192).map(lambda b: tf.boolean_mask(
+                b, tf.strings.to_hash_bucket_strong(b, _HASH_BUCKETS, [SAMPLE_SEED, SAMPLE_SEED]) < threshold)).unbatch()
             path = os.path.join(target, "sample.gz")
             tf.data.experimental.TFRecordWriter(path, compression_type="GZIP").write(sample)
-            kept += int(tf.data.TFRecordDataset(path, compression_type="GZIP").reduce(
-                tf.constant(0, tf.int64), lambda n, _: n + 1))
+            kept += _count(tf.data.TFRecordDataset(path, compression_type="GZIP"))
         copies.append(copy)
     return copies, kept
 

@@ -134,7 +134,7 @@ def _parse_python(data: bytes, num_columns: int, path: str, first_line: int) -> 
     return columns
 
 
-def _arrow_safe(data: bytes) -> bool:
+def arrow_safe(data: bytes) -> bool:
     """Whether Arrow without quoting splits this chunk as `csv` does: no quote at all, and
     every carriage return ends a line (`csv` refuses a bare one; Arrow takes it as a newline)."""
     return b'"' not in data and data.count(b"\r") == data.count(b"\r\n")
@@ -152,7 +152,7 @@ def parse_chunk(data: bytes, num_columns: int, path: str, first_line: int) -> li
       CsvInputError: a line that is not UTF-8, a record with the wrong number of cells,
         unbalanced quotes, or a bare carriage return, naming the file and line.
     """
-    if _arrow_safe(data):
+    if arrow_safe(data):
         if not data.isascii():
             try:
                 data.decode("utf-8")

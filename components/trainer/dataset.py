@@ -51,7 +51,8 @@ def count_records(files: list[str]) -> int:
     ds = tf.data.Dataset.from_tensor_slices(files).interleave(
         lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
         cycle_length=max(1, min(len(files), 8)), num_parallel_calls=tf.data.AUTOTUNE)
-    return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+    # Counted a batch at a time: a reduce function called per record costs ~40 us each.
+    return int(ds.batch(8192).reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.size(b, out_type=tf.int64)))
 
 
 def fits_in_memory(files: list[str], cache_max_bytes: int) -> bool:
