@@ -10,6 +10,7 @@
     retrain spans                                       list the spans in the data folder
     retrain new NAME --data DIR --label COL [--task T]  a pipeline of your own from a folder of spans
     retrain sample-spans --dataset diabetes --out DIR   monthly spans of a dataset bundled with scikit-learn
+    retrain scale-spans --rows 10000000 --out DIR       taxi-like months of any size (runs at real volumes)
     retrain quarantine --pipeline taxi --span S --reason R   take a span out of training
     retrain serve [--rest-port 8501 --grpc-port 8500]   serve pushed models (TF Serving's APIs)
     retrain rollback --model taxi [--to V] --reason R   serve an earlier version

@@ -1,5 +1,6 @@
-"""`retrain new` (a pipeline of your own from a folder of spans) and `retrain sample-spans`
-(monthly spans of a dataset bundled with scikit-learn, to try it on)."""
+"""`retrain new` (a pipeline of your own from a folder of spans), `retrain sample-spans`
+(monthly spans of a dataset bundled with scikit-learn, to try it on) and `retrain
+scale-spans` (taxi-like months of any size, for runs at real volumes)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ def add_parsers(sub) -> None:
     sample.add_argument("--out", required=True, help="folder to write span-YYYYMM/data.csv into")
     sample.add_argument("--first-span", default=str(datasets.FIRST_SPAN), help="YYYYMM")
     sample.add_argument("--spans", type=int, default=datasets.NUM_SPANS, help="how many monthly spans")
+
+    scale = sub.add_parser("scale-spans", help="write taxi-like monthly spans of N rows, resampled from the embedded data")
+    scale.add_argument("--rows", type=int, required=True, help="rows per span, e.g. 10000000")
+    scale.add_argument("--span", dest="span_list", default="201612", help="YYYYMM, or several, comma-separated")
+    scale.add_argument("--out", required=True, help="folder to write span-YYYYMM/data.csv into")
+    scale.add_argument("--seed", type=int, default=0)
 
 
 def cmd_new(args: argparse.Namespace) -> int:
@@ -62,4 +69,21 @@ def cmd_sample_spans(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-COMMANDS = {"new": cmd_new, "sample-spans": cmd_sample_spans}
+def cmd_scale_spans(args: argparse.Namespace) -> int:
+    from core import spans
+    from runner import scale_spans
+
+    say = options.say()
+    targets = [spans.parse_span(s) for s in args.span_list.split(",") if s.strip()]
+
+    def progress(span: int, done: int, total: int) -> None:
+        say(f"span {span}: {done:,}/{total:,} rows")
+
+    counts = scale_spans.write_spans(args.out, targets, args.rows, seed=args.seed, progress=progress)
+    for span, rows in counts.items():
+        path = os.path.join(spans.span_dir(args.out, span), "data.csv")
+        sys.stdout.write(f"{path}\t{rows} rows\t{os.path.getsize(path):,} bytes\n")
+    return exit_codes.OK
+
+
+COMMANDS = {"new": cmd_new, "sample-spans": cmd_sample_spans, "scale-spans": cmd_scale_spans}

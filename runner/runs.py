@@ -216,9 +216,8 @@ def finish_claim(info: dict) -> None:
 
 
 def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) -> dict:
-    from runner import node_runner
-
     from pipelines.factory import beam_choices
+    from runner import node_runner
 
     return {
         "run_id": run_id, "span": config.span, "pipeline": config.pipeline_name,

@@ -106,9 +106,9 @@ def _table(results: list[dict], cores: int) -> str:
 
 def plot(results: list[dict], path: str) -> None:
     """Time and peak memory vs rows, one line per variant (log-scaled rows), with Pillow."""
-    from PIL import Image, ImageDraw
-
     import math
+
+    from PIL import Image, ImageDraw
 
     width, height, pad = 1000, 420, 60
     image = Image.new("RGB", (width, height), "white")

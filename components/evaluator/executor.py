@@ -54,7 +54,6 @@ def _dataset(files: list[str]):
 
 def count_examples(artifacts: list, splits: list[str]) -> int:
     """Records in the splits of the Examples artifacts (read in TensorFlow's C++ reader)."""
-    import tensorflow as tf
 
     total = 0
     for artifact in artifacts:
