@@ -14,7 +14,6 @@ import os
 
 import tensorflow_model_analysis as tfma
 from google.protobuf import wrappers_pb2
-from tfx import v1 as tfx
 
 from components.approval_gate import ApprovalGate
 from components.atomic_pusher.component import AtomicPusher
@@ -27,6 +26,7 @@ from components.serving_check import ServingCheck
 from components.serving_skew import ServedModelStatisticsStrategy, ServingSkew
 from components.span_window import SpanWindowStrategy
 from components.tflite_export import TFLiteExport
+from components.tfx_v1 import tfx
 from components.trainer.component import Trainer
 from core import layout, metadata, nodes, spans, tasks
 from pipelines import beam as beam_lib

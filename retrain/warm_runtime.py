@@ -46,6 +46,7 @@ PRELOAD = (
     "tfx.components.transform.executor", "tfx.components.trainer.executor", "tfx.components.evaluator.executor",
     "tensorflow_transform.beam", "tensorflow_data_validation", "tensorflow_model_analysis",
     "components.evaluator.executor", "components.trainer.executor", "components.atomic_pusher.executor",
+    "components.example_gen.executor",
     "components.data_gate.component", "components.serving_skew", "serving.check", "serving.request_log", "grpc",
 )
 CLI_MODULE = "retrain.cli"

@@ -24,6 +24,7 @@ from components.serving_skew import is_skew_stop
 from core import files, keras_env, mlmd
 from core import metadata as core_metadata
 from core.results import FAILED, NodeResult
+from runner import beam_fixes
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
         raise KeyError(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(nodes)}")
     node = nodes[node_id]
     keras_env.skip_autograph_for_libraries()
+    beam_fixes.apply()
     connection_config, deployment = _connection_config(ir)
     start = dt.datetime.now()
     component_launcher = launcher.Launcher(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 
 from components.evaluator import executor
+from components.tfx_v1 import tfx
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):

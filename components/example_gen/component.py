@@ -3,12 +3,12 @@ outputs), this package's executor, and the `ingestion:` settings as its custom_c
 
 from __future__ import annotations
 
-from tfx import v1 as tfx
 from tfx.components.example_gen import component as example_gen_component
 from tfx.dsl.components.base import executor_spec
 
 from components.example_gen import executor
 from components.example_gen.settings import IngestSettings
+from components.tfx_v1 import tfx
 
 
 class CsvExampleGen(tfx.components.CsvExampleGen):

@@ -1,8 +1,8 @@
 """Trainer: TFX's Trainer whose executor records the training provenance on the Model."""
 
-from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
+from components.tfx_v1 import tfx
 from components.trainer import executor
 
 
