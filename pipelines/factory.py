@@ -186,7 +186,14 @@ def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
     reads = {config.example_gen_id: span_bytes, nodes.STATISTICS_GEN: span_bytes,
              nodes.TRANSFORM: window_bytes, nodes.EVALUATOR: window_bytes}
     settings = config.beam_settings
-    return {node: settings.choose(node, size, PROJECT_SETUP_FILE) for node, size in reads.items()}
+    choices = {node: settings.choose(node, size, PROJECT_SETUP_FILE) for node, size in reads.items()}
+    # The Evaluator's Beam pipeline scores at most max_eval_examples (a sample of a larger
+    # eval split, drawn before it in TensorFlow): that small, workers cost more than they save.
+    if config.max_eval_examples and settings.for_node(nodes.EVALUATOR).profile == "auto":
+        choices[nodes.EVALUATOR] = dataclasses.replace(
+            settings.choose(nodes.EVALUATOR, 0, PROJECT_SETUP_FILE),
+            reason=f"auto: scores at most max_eval_examples ({config.max_eval_examples:,}) examples")
+    return choices
 
 
 def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:

@@ -103,6 +103,12 @@ def test_the_compiled_pipeline_carries_each_nodes_flags(tmp_path):
     config = dataclasses.replace(config_lib.load(TAXI_CONFIG, {"beam.multiprocess_from_mb": 2,
                                                                "beam.nodes": {"Evaluator": {"profile": "direct"}}}),
                                  data_root=str(data), span=201612, window_spans=1)
+    # auto: the Evaluator scores at most max_eval_examples, in memory; with every eval example, by size.
+    plain = dataclasses.replace(config, beam={"profile": "auto", "multiprocess_from_mb": 2})
+    assert factory.beam_choices(plain)["Evaluator"].profile == "direct"
+    assert "at most max_eval_examples (25,000)" in factory.beam_choices(plain)["Evaluator"].reason
+    every = dataclasses.replace(plain, max_eval_examples=0)
+    assert factory.beam_choices(every)["Evaluator"].profile == "direct-multiprocess"
     pipeline = factory.create_pipeline(config)
     args = {c.id: list(getattr(c.executor_spec, "beam_pipeline_args", [])) for c in pipeline.components}
     assert "--direct_running_mode=multi_processing" in args["StatisticsGen"]
