@@ -111,7 +111,7 @@ test: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
 
 # Two lanes for two cores: the TFX suite, and the Airflow suite followed by the TFX tests
 # that run many processes at once (TFX_LANE2), so neither lane waits long on the other.
-TFX_LANE2 := tests/runner/test_parallel_runs.py tests/retrain/test_warm_runtime.py
+TFX_LANE2 := tests/runner/test_parallel_runs.py tests/retrain/test_warm_runtime.py tests/runner/test_portable_runner.py
 
 test-tfx: venv /usr/bin/chromium
 	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags \

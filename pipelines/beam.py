@@ -33,7 +33,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from core import nodes
+from core import machine, nodes
 
 PROFILES = ("direct", "direct-multiprocess", "portable", "flink", "spark", "dataflow")
 CHOICES = ("auto", *PROFILES)
@@ -58,6 +58,8 @@ PROFILE_OPTIONS = {
 _RUNNERS = {"portable": "PortableRunner", "flink": "FlinkRunner", "spark": "SparkRunner", "dataflow": "DataflowRunner"}
 _ENVIRONMENTS = ("DOCKER", "PROCESS", "EXTERNAL", "LOOPBACK")
 DEFAULT_MULTIPROCESS_FROM_MB = 256
+# A Choice's reason starts with this when the node runs no Beam pipeline after all.
+UNUSED = "unused"
 # The nodes that run Beam pipelines (what `beam.nodes` may name).
 BEAM_NODES = (nodes.CSV_EXAMPLE_GEN, nodes.IMPORT_EXAMPLE_GEN, nodes.STATISTICS_GEN, nodes.TRANSFORM, nodes.EVALUATOR)
 _KEYS = ("profile", "workers", "multiprocess_from_mb", "options", "extra_args", "nodes")
@@ -206,7 +208,7 @@ class BeamSettings:
             else:
                 profile = "direct"
                 reason = f"auto: {_mb(input_bytes)} of input < {self.multiprocess_from_mb} MB"
-        workers = node_beam.workers or cpus or os.cpu_count() or 1
+        workers = node_beam.workers or cpus or machine.usable_cpus()
         return Choice(node, profile, tuple(args_for(profile, workers, node_beam.options, node_beam.extra_args,
                                                     setup_file)), reason)
 

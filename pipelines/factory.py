@@ -187,6 +187,13 @@ def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
              nodes.TRANSFORM: window_bytes, nodes.EVALUATOR: window_bytes}
     settings = config.beam_settings
     choices = {node: settings.choose(node, size, PROJECT_SETUP_FILE) for node, size in reads.items()}
+    # The fast ingestion engine runs no Beam (components/example_gen); the profile is what
+    # TFX's executor would run on if the engine fell back to it.
+    if config.example_format == "csv" and config.ingest_settings.engine != "beam":
+        gen = choices[config.example_gen_id]
+        choices[config.example_gen_id] = dataclasses.replace(
+            gen, reason=f"{beam_lib.UNUSED}: the fast ingestion engine writes the examples ({gen.reason} if TFX's "
+                        "executor runs instead)")
     # The Evaluator's Beam pipeline scores at most max_eval_examples (a sample of a larger
     # eval split, drawn before it in TensorFlow): that small, workers cost more than they save.
     if config.max_eval_examples and settings.for_node(nodes.EVALUATOR).profile == "auto":

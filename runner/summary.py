@@ -11,6 +11,7 @@ from typing import Any
 from core import tasks
 from governance import record as record_lib
 from governance.record import RunRecord
+from pipelines import beam as beam_lib
 
 _SUMMARY_METRICS = ("example_count", *tasks.ALL_KEY_METRICS)
 # Every summary has these keys (None when the run did not get that far).
@@ -100,7 +101,8 @@ def format_summary(summary: dict) -> str:
         lines.append(
             "  rows             " + ", ".join(f"{k} {v}" for k, v in summary["rows"].items())
         )
-    beam = {k: v for k, v in (summary.get("beam") or {}).items() if k in summary["nodes"]}
+    beam = {k: v for k, v in (summary.get("beam") or {}).items()
+            if k in summary["nodes"] and not v["reason"].startswith(beam_lib.UNUSED)}
     if beam and any(v["profile"] != "direct" for v in beam.values()):
         lines.append("  beam             " + "; ".join(f"{k} {v['profile']}" for k, v in beam.items()))
     if summary["window_spans"]:

@@ -304,10 +304,14 @@ class Encoder:
     """
 
     def __init__(self, names: list[str], types: list[int], buckets: list[int]):
-        self.names, self.types = names, types
+        # A repeated column name has one type, the highest of its columns (TFX infers
+        # types by name), and the example keeps its last column (a dict of the cells).
+        by_name: dict[str, int] = {}
+        for name, kind in zip(names, types):
+            by_name[name] = max(kind, by_name.get(name, UNKNOWN))
+        self.names, self.types = names, [by_name[name] for name in names]
         self.buckets = np.asarray(buckets, np.int64)
-        # As a Python dict of the row's cells: sorted keys (deterministic serialization
-        # sorts map keys by their bytes); a repeated name keeps its last column.
+        # Sorted keys: deterministic serialization sorts map keys by their bytes.
         last = {name: i for i, name in enumerate(names)}
         self.order = [last[name] for name in sorted(last, key=lambda n: n.encode("utf-8"))]
 

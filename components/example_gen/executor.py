@@ -29,6 +29,7 @@ from tfx.utils import proto_utils
 
 from components.example_gen import fast_csv
 from components.example_gen.settings import IngestSettings
+from core import machine
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class Executor(csv_executor.Executor):
             total += split.hash_buckets
             buckets.append(total)
         split_dirs = [artifact_utils.get_split_uri([examples], name) for name in names]
-        workers = settings.workers or os.cpu_count() or 1
+        workers = settings.workers or machine.usable_cpus()
         logger.info("Generating examples (fast engine, %d worker(s)) from %d file(s): %s", workers, len(files), pattern)
         done = fast_csv.ingest(files, split_dirs, buckets, workers, settings.compression_level)
         logger.info("Examples generated: %s", done)

@@ -129,6 +129,11 @@ def encode_chunk(task: dict) -> dict:
                 stream.write(compressor.compress(data))
         for stream, compressor in zip(streams, compressors):
             stream.write(compressor.flush())
+    except BaseException:
+        for stream, path in zip(streams, outputs):
+            stream.close()
+            os.remove(path + ".tmp")
+        raise
     finally:
         for stream in streams:
             stream.close()

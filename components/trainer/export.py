@@ -50,6 +50,7 @@ def float32_twin(model: tf.keras.Model) -> tf.keras.Model:
     mixed_float16 on a GPU) computes in 16 bits; a signature traced from it holds bf16/fp16
     ops, which TFLite cannot convert ("invalid TFLite type: tensor<...xbf16>"). Mixed
     policies keep the variables in float32, so the clone's weights are the trained ones.
+    The twin is tracked by `model` (`model.float32_twin`), so saving `model` saves it.
     """
     if all(layer.compute_dtype in (None, "float32") for layer in model.layers):
         return model
@@ -63,4 +64,9 @@ def float32_twin(model: tf.keras.Model) -> tf.keras.Model:
     graph = tf.keras.Model(model.inputs, model.outputs)
     twin = tf.keras.models.clone_model(graph, clone_function=float32_layer)
     twin.set_weights(model.get_weights())
+    # Tracked by the model, so a SavedModel of it holds the twin's (float32) variables too:
+    # a signature traced from the twin captures them.
+    holder = tf.Module(name="float32_twin")
+    holder.model = twin
+    model.float32_twin = holder
     return twin

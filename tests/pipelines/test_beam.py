@@ -116,5 +116,8 @@ def test_the_compiled_pipeline_carries_each_nodes_flags(tmp_path):
     assert args["Evaluator"] == [] and pipeline.beam_pipeline_args == []
     choices = factory.beam_choices(config)
     assert choices["StatisticsGen"].reason.startswith("auto: 3.0 MB")
+    assert choices["CsvExampleGen"].reason.startswith("unused: the fast ingestion engine writes the examples")
+    beam_ingest = factory.beam_choices(dataclasses.replace(config, ingestion={"engine": "beam"}))
+    assert beam_ingest["CsvExampleGen"].reason.startswith("auto: 3.0 MB")
     small = factory.beam_choices(dataclasses.replace(config, span=201611))
     assert {c.profile for c in small.values()} == {"direct"}

@@ -124,6 +124,22 @@ def test_edge_cases_give_the_examples_splits_and_properties_of_tfx(tmp_path, sma
     assert by_id[1]["empty"] == tf.train.Feature()  # a column with no value at all
 
 
+def test_quote_free_files_parsed_by_arrow_give_the_same_examples(tmp_path):
+    """No quote: Arrow parses the chunks. CRLF and blank lines (CRLF ones too), cells with
+    spaces and unicode, a repeated column name whose columns differ in type."""
+    header = "id,x,name,x\r\n"
+    rows = "1,1, a ,2\r\n\r\n2,2.5,é,3\r\n\n3,,中文,4.5\r\n4,-7,  ,\r\n"
+    _write(str(tmp_path / "in" / "span-1"), "a.csv", header + rows)
+    stock, ours = _both(tmp_path, str(tmp_path / "in"), "span-1/*.csv")
+    assert _properties(ours) == _properties(stock)
+    content = _content(ours)
+    assert content == _content(stock) and sum(len(v) for v in content.values()) == 4
+    # The last `x` column's cells, in the type of both `x` columns (FLOAT: 2.5 and 4.5).
+    values = sorted(list(tf.train.Example.FromString(r).features.feature["x"].float_list.value)
+                    for v in content.values() for r in v)
+    assert values == [[], [2.0], [3.0], [4.5]]
+
+
 def test_the_embedded_taxi_spans_give_the_same_examples(tmp_path):
     stock, ours = _both(tmp_path, os.path.join(REPO, "data", "taxi"), "span-2016*/*.csv")
     assert _properties(ours) == _properties(stock)
