@@ -19,6 +19,8 @@ WORKER_PORT="${RETRAIN_BEAM_WORKER_PORT:-15000}"
 declare -A MODULE=([job]="apache_beam.runners.portability.local_job_service_main" [workers]="runner.beam_worker_pool")
 
 die() { echo "beam_portable: $*" >&2; exit 1; }
+# shellcheck source=scripts/process_group.sh
+. "$REPO/scripts/process_group.sh"
 
 # A recorded group is ours only while its leader still runs our module (pids are reused).
 running() {
@@ -34,22 +36,13 @@ launch() {  # NAME PORT COMMAND...
   running "$name" && return 0
   answers "$port" && die "$name: 127.0.0.1:$port is already in use by another process (set RETRAIN_BEAM_${name^^}_PORT)"
   [ -x "$VENV/bin/python" ] || die "no TFX runtime at $VENV (make venv)"
-  setsid env PATH="$VENV/bin:$PATH" bash -c 'echo $$ > "$0"; exec "$@"' "$ROOT/$name.pgid" "$@" \
-    >>"$ROOT/$name.log" 2>&1 </dev/null 9>&- &
+  group_launch "$name" env PATH="$VENV/bin:$PATH" "$@"
   for _ in $(seq 1 60); do answers "$port" && { echo "beam_portable: $name on 127.0.0.1:$port" >&2; return 0; }; sleep 0.5; done
   tail -20 "$ROOT/$name.log" >&2 || true
   die "$name did not answer on 127.0.0.1:$port within 30 s (log: $ROOT/$name.log)"
 }
 
-stop_one() {
-  running "$1" || { rm -f "$ROOT/$1.pgid"; return 0; }
-  local pgid; pgid="$(cat "$ROOT/$1.pgid")"
-  kill -TERM -- "-$pgid" 2>/dev/null || true
-  for _ in $(seq 1 20); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 0.5; done
-  kill -KILL -- "-$pgid" 2>/dev/null || true
-  rm -f "$ROOT/$1.pgid"
-  echo "beam_portable: $1 stopped" >&2
-}
+stop_one() { group_stop "$1" 10 beam_portable; }
 
 cmd="${1:-}"
 exec 9>"$ROOT/.lock"; flock 9

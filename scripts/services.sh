@@ -22,6 +22,8 @@ MLMD_USER=retrain
 AIRFLOW_DB="${RETRAIN_AIRFLOW_DATABASE:-airflow}"
 
 die() { echo "services: $*" >&2; exit 1; }
+# shellcheck source=scripts/process_group.sh
+. "$REPO/scripts/process_group.sh"
 
 apt_install() {  # PACKAGE BINARY: Debian's package, once (Debian 12 and 13 name them alike)
   command -v "$2" >/dev/null 2>&1 || [ -x "$2" ] && return 0
@@ -61,12 +63,7 @@ port_free() {  # NAME PORT: refuse a port something else (another checkout's ser
   fi
 }
 
-launch() {  # NAME COMMAND...: in its own session/process group, pgid recorded for stop
-  local name="$1"; shift
-  # 9>&-: the server must not inherit the lock this script holds (it would hold it forever).
-  setsid bash -c 'echo $$ > "$0"; exec "$@"' "$ROOT/$name.pgid" "$@" \
-    >>"$ROOT/$name.log" 2>&1 </dev/null 9>&- &
-}
+launch() { group_launch "$@"; }
 
 wait_for() {  # NAME SECONDS CHECK...
   local name="$1" secs="$2"; shift 2
@@ -153,15 +150,7 @@ start_redis() {
   wait_for redis 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
 }
 
-stop_one() {
-  running "$1" || { rm -f "$ROOT/$1.pgid"; return 0; }
-  local pgid; pgid="$(cat "$ROOT/$1.pgid")"
-  kill -TERM -- "-$pgid" 2>/dev/null || true
-  for _ in $(seq 1 30); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 1; done
-  kill -KILL -- "-$pgid" 2>/dev/null || true
-  rm -f "$ROOT/$1.pgid"
-  echo "services: $1 stopped" >&2
-}
+stop_one() { group_stop "$1" 30 services; }
 
 env_exports() {
   running mariadb && echo "export RETRAIN_METADATA_URL='mysql://$MLMD_USER@127.0.0.1:$MARIADB_PORT/mlmd'" \
