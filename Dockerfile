@@ -13,8 +13,12 @@ ARG BASE=python:3.10-slim-bookworm
 FROM ${BASE}
 ARG UV_VERSION=0.13.9
 
+# UV_COMPILE_BYTECODE: the pods run as uid 1000, which cannot write __pycache__ under
+# /opt/venv; without bytecode from the build, every pod compiles TensorFlow's and TFX's
+# sources on import (about 10 s per task on 2 cores).
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    UV_COMPILE_BYTECODE=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 

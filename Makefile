@@ -40,6 +40,12 @@ help:
 	@echo "make venv / airflow-venv   only set up the TFX runtime (.venv) / the Airflow control plane (.venv-airflow)"
 	@echo "make lock          re-resolve requirements/*.lock from requirements/*.in"
 
+# Bytecode for every installed module, at set-up: uv leaves it to the first import, which
+# cannot cache it where PYTHONDONTWRITEBYTECODE is set (as on these machines) or
+# site-packages is read-only, so every process compiled TensorFlow's, TFX's and Beam's
+# sources again: 10.8 s of a steady taxi run, 15.4 -> 6.1 s to import the node runner.
+compile_bytecode = $(1)/bin/python -m compileall -q -j 0 "$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
+
 $(UV):
 	python3 -m venv $(TOOLS)
 	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
@@ -52,6 +58,7 @@ $(STAMP): requirements/tfx.lock requirements/tfx-nodeps.txt setup.py | $(UV)
 	VIRTUAL_ENV=$(VENV) $(UV) pip sync --quiet requirements/tfx.lock
 	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet --no-deps -r requirements/tfx-nodeps.txt
 	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet --no-deps -e .
+	$(call compile_bytecode,$(VENV))
 	@# The runtime's SBOM (core/sbom.py): reproducible, so its digest names the installed packages.
 	$(VENV)/bin/cyclonedx-py environment --output-reproducible --of JSON -o $(VENV)/retrain-runtime.cdx.json $(VENV)/bin/python
 	@touch $(STAMP)
@@ -64,6 +71,7 @@ $(AF_STAMP): requirements/airflow.lock setup.py | $(UV)
 	@[ -x $(AF_VENV)/bin/python ] || $(UV) venv --quiet --python "$$(command -v python3)" $(AF_VENV)
 	VIRTUAL_ENV=$(AF_VENV) $(UV) pip sync --quiet requirements/airflow.lock
 	VIRTUAL_ENV=$(AF_VENV) $(UV) pip install --quiet --no-deps -e .
+	$(call compile_bytecode,$(AF_VENV))
 	@touch $(AF_STAMP)
 
 airflow-venv: $(AF_STAMP)
