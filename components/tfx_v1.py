@@ -36,5 +36,6 @@ tfx = types.SimpleNamespace(
         RangeConfig=range_config_pb2.RangeConfig, StaticRange=range_config_pb2.StaticRange),
     types=types.SimpleNamespace(standard_artifacts=types.SimpleNamespace(**{name: getattr(standard_artifacts, name)
                                                                             for name in ("Examples", "ExampleStatistics",
-                                                                                         "Model", "ModelBlessing")})),
+                                                                                         "Model", "ModelBlessing",
+                                                                                         "TransformCache")})),
 )

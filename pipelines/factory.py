@@ -28,6 +28,7 @@ from components.span_window import SpanWindowStrategy
 from components.tflite_export import TFLiteExport
 from components.tfx_v1 import tfx
 from components.trainer.component import Trainer
+from components.transform_cache import EarlierSpanCacheStrategy
 from core import layout, metadata, nodes, spans, tasks
 from pipelines import beam as beam_lib
 from pipelines import config as config_lib
@@ -45,6 +46,7 @@ NODE_STAGES = {
     nodes.SERVED_STATS_RESOLVER: "validate_data",
     nodes.SERVING_SKEW: "validate_data",
     nodes.WINDOW_RESOLVER: "train",
+    nodes.TRANSFORM_CACHE_RESOLVER: "train",
     nodes.TRANSFORM: "train",
     nodes.TRAINER: "train",
     nodes.MODEL_RESOLVER: "evaluate",
@@ -340,6 +342,19 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     ).with_id(nodes.WINDOW_RESOLVER)
     window_resolver.add_upstream_node(data_gate)
 
+    # tf.Transform's analyzer cache of the last run of an earlier span
+    # (components/transform_cache.py): each span's analyzer results, so a run analyzes only
+    # the spans it has not seen and reads the rest of the window from the cache.
+    cache_resolver = tfx.dsl.Resolver(
+        strategy_class=EarlierSpanCacheStrategy,
+        config={"span": span},
+        cache=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.TransformCache,
+            producer_component_id=nodes.TRANSFORM,
+            output_key="updated_analyzer_cache",
+        ),
+    ).with_id(nodes.TRANSFORM_CACHE_RESOLVER)
+
     # Analyzes the window (vocabularies, means, buckets) into a transform graph, which the
     # trainer applies on the fly and embeds in the serving model. Not materialized: writing
     # transformed copies of every span of the window cost more than applying the graph per
@@ -348,6 +363,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         examples=window_resolver.outputs["examples"],
         schema=schema_importer.outputs["schema"],
         preprocessing_fn=config.preprocessing_fn,
+        analyzer_cache=cache_resolver.outputs["cache"],
         materialize=False,
         disable_statistics=True,
     )
@@ -461,6 +477,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         data_gate,
         *([served_stats_resolver, serving_skew] if serving_skew else []),
         window_resolver,
+        cache_resolver,
         transform,
         trainer,
         model_resolver,

@@ -68,7 +68,7 @@ def test_task_graph_equals_the_compiled_ir(parsed, dag_id):
     expected["run_summary"] = []
     assert parsed["downstream"][dag_id] == expected
     # Every node of the factory's pipeline; digits adds TFLiteExport (its config turns it on).
-    assert len(template["nodes"]) == {"taxi": 15, "digits": 16, "diabetes": 15}[DAG_IDS[dag_id]]
+    assert len(template["nodes"]) == {"taxi": 16, "digits": 17, "diabetes": 16}[DAG_IDS[dag_id]]
 
 
 def test_parsing_imports_neither_tensorflow_nor_tfx(parsed):

@@ -117,7 +117,7 @@ def test_the_newest_span_arrives_and_its_run_pushes(standalone, first_run):
     assert event["extra"]["spans"]["201303"]["files"] == 1
     assert run["run_type"] == "asset_triggered" and run["state"] == "success"
     tasks = _tasks(base, RETRAIN, run["dag_run_id"])
-    assert len(tasks) == 18 and set(tasks.values()) == {"success"}, tasks  # prepare, 15 nodes, report, summary
+    assert len(tasks) == 19 and set(tasks.values()) == {"success"}, tasks  # prepare, 16 nodes, report, summary
     out = subprocess.run([TFX_PYTHON, "-m", "retrain.cli", "summary", "--workdir", env["RETRAIN_WORKDIR"],
                           "--pipeline", "taxi", "--run-id", run["dag_run_id"], "--json"],
                          capture_output=True, text=True, check=True).stdout

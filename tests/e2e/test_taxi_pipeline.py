@@ -114,7 +114,7 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
         assert first_run["executions"][node] == 3  # two backfilled spans and this one
     for node in ("Transform", "Trainer", "Evaluator", "ServingCheck", "AtomicPusher"):
         assert first_run["executions"][node] == 1
-    assert re.search(r"\[ ?\d+/15\] Transform +complete", stderr)  # progress per component
+    assert re.search(r"\[ ?\d+/16\] Transform +complete", stderr)  # progress per component
     # Trained through the toolkit, checked in a real server process before the push.
     assert summary["training"]["strategy"] == "default" and summary["training"]["precision_policy"] == "float32"
     assert summary["serving_check"]["passed"], summary["serving_check"]
