@@ -5,11 +5,13 @@ dataset, holding that dataset's analyzer accumulators, keyed by the analyzers' g
 fed back as `analyzer_cache`, a span of the window that an earlier run analyzed is read
 from the cache instead of from its examples, so a new month analyzes only itself.
 
-Which cache: the newest whose Transform trained on spans all before this run's span (the
-run of the month before, in steady state). Not simply the newest: a run of the same span
-again would then get the cache its first run wrote, a new input, and TFX would run
-Transform and the Trainer again instead of reusing them (execution cache). On the first
-run there is none, and Transform analyzes everything.
+Which cache: the one whose Transform's window ends latest before this run's span (the run
+of the month before, in steady state; the newest of those if there are several). Not
+simply the newest cache: a run of the same span again would then get the cache its first
+run wrote, a new input, and TFX would run Transform and the Trainer again instead of
+reusing them (execution cache). Nor the newest before the span: a backfilled older month
+run in between would change a rerun's input the same way. On the first run there is none,
+and Transform analyzes everything.
 
 The cache does not change the transform graph: with a cache output, TFX analyzes each
 dataset on its own and merges the accumulators, so a span's entry is the same whether it
@@ -28,21 +30,19 @@ CACHE = "cache"
 
 
 def select(candidates: list[tuple[types.Artifact, list[int]]], span: int) -> list[types.Artifact]:
-    """The newest cache (by id) whose producer's input spans are all before `span`.
+    """The cache whose producer's input spans end latest before `span` (newest id on a tie).
 
     Args:
       candidates: (cache artifact, the spans its Transform read).
       span: this run's span.
     """
-    for cache, spans in sorted(candidates, key=lambda c: c[0].id, reverse=True):
-        if spans and max(spans) < span:
-            return [cache]
-    return []
+    earlier = [(max(spans), cache.id, cache) for cache, spans in candidates if spans and max(spans) < span]
+    return [max(earlier, key=lambda c: c[:2])[2]] if earlier else []
 
 
 class EarlierSpanCacheStrategy(ResolverStrategy):
-    """Resolves `cache` to the analyzer cache of the newest Transform of earlier spans, or to
-    nothing."""
+    """Resolves `cache` to the analyzer cache of the Transform whose window ends latest
+    before this run's span, or to nothing."""
 
     def __init__(self, span: int):
         self._span = span

@@ -27,6 +27,7 @@ import glob
 import json
 import os
 import shutil
+import struct
 import sys
 import time
 
@@ -79,8 +80,6 @@ def arrow_read_seconds(path: str, repeats: int = 3) -> float:
 
 def _frames(data: bytes):
     """The records of an uncompressed TFRecord file, as bytes."""
-    import struct
-
     pos = 0
     while pos < len(data):
         (length,) = struct.unpack_from("<Q", data, pos)
