@@ -6,12 +6,14 @@ BatchingParameters field: "must be >= 1, and should be tuned carefully"; its bat
 README starts from one per core on a server with cores of its own. Default 1: measured
 with benchmarks/serving on 2 cores shared with the clients, 2 threads lost 15-40%). Requests whose inputs cannot be concatenated (different trailing
 shapes) or whose outputs do not split by rows run on their own, so batching never changes
-an answer.
+an answer. A request its client gave up on while it waited (a cancelled Future: a gRPC
+deadline or disconnect) is dropped from its batch and never reaches the model.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import queue
 import threading
 import time
@@ -19,6 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 Inputs = dict[str, np.ndarray]
 Outputs = dict[str, np.ndarray]
@@ -126,7 +130,13 @@ class Batcher:
             with self._count_lock:
                 self._running += len(batch)
             try:
-                self._run(batch)
+                # RUNNING futures can no longer be cancelled, so every answer below lands.
+                self._run([item for item in batch if item.future.set_running_or_notify_cancel()])
+            except Exception:  # noqa: BLE001  a bug here must not stop the thread serving the queue
+                logger.exception("batch of %d requests failed", len(batch))
+                for item in batch:
+                    if item.future.running():
+                        item.future.set_exception(RuntimeError("the batch this request was in failed; see the server log"))
             finally:
                 with self._count_lock:
                     self._running -= len(batch)
@@ -134,6 +144,8 @@ class Batcher:
                 return
 
     def _run(self, batch: list[_Item]) -> None:
+        if not batch:
+            return
         groups: dict[tuple, list[_Item]] = {}
         for item in batch:
             groups.setdefault(_key(item.inputs), []).append(item)

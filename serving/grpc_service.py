@@ -59,6 +59,9 @@ class _Servicer(prediction_service_pb2_grpc.PredictionServiceServicer, model_ser
         code = "OK"
         try:
             return await fn()
+        except asyncio.CancelledError:  # the client's deadline passed, or it went away
+            code = "CANCELLED"
+            raise
         except ServingError as e:
             code = e.code
             await context.abort(_GRPC_CODES.get(e.code, grpc.StatusCode.INTERNAL), str(e))

@@ -179,15 +179,20 @@ class _Handler(BaseHTTPRequestHandler):
                 if not model:
                     raise InvalidArgument("Missing model name in request.")
                 result = self._get(model, version, label, metadata)
-            self._json(200, result)
-            code = "OK"
+            status, code = 200, "OK"
         except ServingError as e:
-            self._json(e.http_status, {"error": str(e)})
-            code = e.code
+            status, result, code = e.http_status, {"error": str(e)}, e.code
         except Exception as e:
             logger.exception("internal error on %s %s", method, self.path)
-            self._json(500, {"error": f"Internal: {type(e).__name__}: {e}"})
-            code = "INTERNAL"
+            status, result, code = 500, {"error": f"Internal: {type(e).__name__}: {e}"}, "INTERNAL"
+        try:
+            self._json(status, result)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client went away before its answer (a timeout, a load generator stopping):
+            # nothing to send an error to, and not the server's fault.
+            self.close_connection = True
+            code = "CANCELLED"
+            logger.info("client of %s %s disconnected before the reply", method, self.path)
         self.server.metrics.requests.labels(model, api_name, code).inc()
         self.server.metrics.latency.labels(model, api_name).observe(time.perf_counter() - start)
 

@@ -108,6 +108,42 @@ def test_a_failing_request_does_not_fail_its_batch_neighbours():
     assert out[0]["y"].tolist() == [2.0] and out[2]["y"].tolist() == [3.0]
 
 
+def test_a_request_cancelled_while_queued_is_dropped_and_the_batcher_keeps_serving():
+    # A gRPC client's deadline or disconnect cancels the request's Future while it waits
+    # in the queue (asyncio.wrap_future passes the cancellation on). That used to raise
+    # InvalidStateError in the batch thread, which died: every later request hung.
+    seen, held, release = [], threading.Event(), threading.Event()
+
+    def fn(inputs):
+        seen.extend(inputs["x"].tolist())
+        if inputs["x"][0] < 0:
+            held.set()
+            release.wait(10)
+        return {"y": inputs["x"] + 1}
+
+    batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=50, num_batch_threads=1))
+    first = batcher.submit({"x": np.array([-1.0])})
+    assert held.wait(10)
+    gone = batcher.submit({"x": np.array([5.0])})
+    kept = batcher.submit({"x": np.array([6.0])})
+    assert gone.cancel()
+    release.set()
+    assert first.result(timeout=10)["y"].tolist() == [0.0]
+    assert kept.result(timeout=10)["y"].tolist() == [7.0]
+    # Everything cancelled: the batch is empty, and the thread still takes the next one.
+    held.clear()
+    blocker = batcher.submit({"x": np.array([-2.0])})
+    assert held.wait(10)
+    lost = [batcher.submit({"x": np.array([8.0])}) for _ in range(3)]
+    assert all(f.cancel() for f in lost)
+    release.set()
+    blocker.result(timeout=10)
+    assert batcher.submit({"x": np.array([9.0])}).result(timeout=10)["y"].tolist() == [10.0]
+    batcher.close()
+    assert 5.0 not in seen and 8.0 not in seen
+    assert batcher._in_flight == 0
+
+
 def test_large_or_unbatchable_requests_run_directly():
     sizes = []
     batcher = Batcher(lambda inputs: {"y": inputs["x"]}, BatchOptions(max_batch_size=4), on_batch=sizes.append)
