@@ -78,7 +78,7 @@ def predict_future(servable: Servable, signature: str | None, inputs: dict[str, 
             raise InvalidArgument(f"input tensor alias not found in signature: {key}. "
                                   f"Inputs expected to be in the set {{{','.join(sorted(specs))}}}.")
     for key, array in inputs.items():
-        if not specs[key].shape.is_compatible_with(array.shape):
+        if not servable.accepts_shape(name, key, array.shape):
             raise InvalidArgument(
                 f"input '{key}': shape {list(array.shape)} does not match the signature's {specs[key].shape.as_list()}"
             )

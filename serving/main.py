@@ -29,6 +29,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more; was {value}")
+    return value
+
+
 def add_server_options(p: argparse.ArgumentParser) -> None:
     """Network, polling, batching and size options shared with `retrain serve`."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
@@ -40,6 +47,12 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-batch-threads", type=_positive_int, default=1,
                    help="batches run at once (TF Serving's num_batch_threads; up to the cores the server has to itself)")
     p.add_argument("--no-batching", action="store_true")
+    # TF Serving's flags (its underscore spelling is accepted too). 0 is TF Serving's meaning:
+    # TensorFlow picks (one thread per core).
+    for kind in ("intra", "inter"):
+        p.add_argument(f"--tensorflow-{kind}-op-parallelism", f"--tensorflow_{kind}_op_parallelism",
+                       dest=f"tensorflow_{kind}_op_parallelism", type=_non_negative_int, default=0,
+                       help=f"TensorFlow's {kind}-op threads (default 0: TensorFlow picks, one per core)")
     p.add_argument("--max-body-bytes", type=int, default=16 << 20)
     p.add_argument("--port-file", help="write the chosen ports here (JSON) once serving")
     p.add_argument("--require-signed", action="store_true",
@@ -88,6 +101,8 @@ def serve(args: argparse.Namespace, config, config_path: str | None = None, prog
         log_limits=LogLimits(args.request_log_max_file_bytes, args.request_log_max_files,
                              args.request_log_max_file_seconds),
         trusted_keys=tuple(os.path.abspath(k) for k in args.trusted_key),
+        intra_op_threads=args.tensorflow_intra_op_parallelism,
+        inter_op_threads=args.tensorflow_inter_op_parallelism,
     )
     server = LocalModelServer(config, options, config_path)
     server.start()

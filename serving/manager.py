@@ -76,6 +76,11 @@ class Servable:
         self._loaded = tf.saved_model.load(path)
         # What requests can call: the serving signatures, not the internal `__...` ones.
         self._functions = {k: self._loaded.signatures[k] for k in self.signature_defs if not k.startswith("__")}
+        # Read on every request: built once (structured_input_signature and TensorShape
+        # comparisons cost more than the rest of a small request's Python).
+        self._specs = {k: dict(fn.structured_input_signature[1]) for k, fn in self._functions.items()}
+        self._dims = {k: {name: None if spec.shape.rank is None else tuple(spec.shape.as_list())
+                          for name, spec in specs.items()} for k, specs in self._specs.items()}
         self._batchers: dict[str, Batcher] = {}
         self._batch, self._metrics = batch, metrics
         self._lock = threading.Lock()
@@ -93,7 +98,13 @@ class Servable:
         return name, self.signature_defs[name]
 
     def input_specs(self, signature: str) -> dict[str, tf.TensorSpec]:
-        return dict(self._functions[signature].structured_input_signature[1])
+        """The signature's inputs by name (shared: not to be changed by the caller)."""
+        return self._specs[signature]
+
+    def accepts_shape(self, signature: str, name: str, shape: tuple) -> bool:
+        """TensorShape.is_compatible_with: same rank, and equal wherever the spec fixes a size."""
+        dims = self._dims[signature][name]
+        return dims is None or (len(dims) == len(shape) and all(d is None or d == n for d, n in zip(dims, shape)))
 
     def run(self, signature: str, inputs: dict[str, np.ndarray], output_filter=()) -> dict[str, np.ndarray]:
         """Runs a signature (batched with concurrent requests).
@@ -248,6 +259,7 @@ class ModelManager:
 
         Raises InvalidArgument: a model's logging_config is not one this server can write."""
         self._config, self._config_path = config, config_path
+        self._names_of: tuple = (None, frozenset())
         self._poll_seconds, self._batch, self._metrics = poll_seconds, batch, metrics
         self._lock = threading.Lock()
         self._served: dict[str, dict[int, Servable]] = {}
@@ -385,6 +397,12 @@ class ModelManager:
     def model_names(self) -> list[str]:
         return [m.name for m in self._config.model_config_list.config]
 
+    def _serves(self, name: str) -> bool:
+        config = self._config  # replaced whole on a reload, so one read sees one config
+        if config is not self._names_of[0]:
+            self._names_of = (config, frozenset(m.name for m in config.model_config_list.config))
+        return name in self._names_of[1]
+
     def labels(self, name: str) -> dict[str, int]:
         model = model_config.find(self._config, name)
         return dict(model.version_labels) if model else {}
@@ -404,7 +422,7 @@ class ModelManager:
         Raises:
           NotFound: unknown model, version or label, or nothing loaded yet.
         """
-        if name not in self.model_names():
+        if not self._serves(name):
             raise NotFound(f"Servable not found for request: Latest({name})")
         version = self.resolve_version(name, version, label)
         with self._lock:

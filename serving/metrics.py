@@ -39,6 +39,21 @@ class Metrics:
             "retrain_serving_request_logs", "Sampled request logs: written, dropped (writer behind) or failed.",
             ["model", "outcome"], registry=self.registry,
         )
+        self._counters: dict[tuple, object] = {}
+        self._histograms: dict[tuple, object] = {}
+
+    def request_done(self, model: str, api: str, code: str, seconds: float) -> None:
+        """Counts one request and its latency (label children kept: `labels()` takes a lock
+        and builds a key on every call)."""
+        key = (model, api, code)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = self.requests.labels(model, api, code)
+        histogram = self._histograms.get(key[:2])
+        if histogram is None:
+            histogram = self._histograms[key[:2]] = self.latency.labels(model, api)
+        counter.inc()
+        histogram.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

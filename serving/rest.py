@@ -193,8 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             code = "CANCELLED"
             logger.info("client of %s %s disconnected before the reply", method, self.path)
-        self.server.metrics.requests.labels(model, api_name, code).inc()
-        self.server.metrics.latency.labels(model, api_name).observe(time.perf_counter() - start)
+        self.server.metrics.request_done(model, api_name, code, time.perf_counter() - start)
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -245,9 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
             request = predict_pb2.PredictRequest(model_spec=spec)
             response = predict_pb2.PredictResponse(model_spec=spec)
             for key, value in request_values.items():
-                request.inputs[key].CopyFrom(tensors.as_proto_field(value))
+                tensors.fill_proto_field(request.inputs[key], value)
             for key, value in response_values.items():
-                response.outputs[key].CopyFrom(tensors.as_proto_field(value))
+                tensors.fill_proto_field(response.outputs[key], value)
             log = request_log.predict_log(request, response)
         elif verb == "classify":
             request = classification_pb2.ClassificationRequest(model_spec=spec)

@@ -17,6 +17,7 @@ import threading
 from core import files
 from serving import grpc_service, model_config
 from serving.batching import BatchOptions
+from serving.errors import InvalidArgument
 from serving.manager import ModelManager
 from serving.metrics import Metrics
 from serving.request_log import LogLimits
@@ -37,11 +38,36 @@ class ServerOptions:
     log_limits: LogLimits = LogLimits()
     # --require-signed: versions load only if signed by one of these public keys.
     trusted_keys: tuple[str, ...] = ()
+    # TF Serving's --tensorflow_{intra,inter}_op_parallelism; 0 lets TensorFlow pick (one per core).
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+
+
+def configure_tensorflow(options: ServerOptions) -> tuple[int, int]:
+    """Sets TensorFlow's thread pools before anything runs on them; (intra, inter) as
+    TensorFlow reports them (0: its own choice).
+
+    Raises:
+      InvalidArgument: TensorFlow already ran something in this process (pools are fixed then).
+    """
+    import tensorflow as tf
+
+    wanted = (options.intra_op_threads, options.inter_op_threads)
+    current = (tf.config.threading.get_intra_op_parallelism_threads(),
+               tf.config.threading.get_inter_op_parallelism_threads())
+    if current != wanted:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(wanted[0])
+            tf.config.threading.set_inter_op_parallelism_threads(wanted[1])
+        except RuntimeError as e:
+            raise InvalidArgument(f"cannot set TensorFlow's thread pools to {wanted[0]}/{wanted[1]} now: {e}") from e
+    return wanted
 
 
 class LocalModelServer:
     def __init__(self, config: model_config.ModelServerConfig, options: ServerOptions, config_path: str | None = None):
         self.options = options
+        self.tensorflow_threads = configure_tensorflow(options)
         self.metrics = Metrics()
         self.manager = ModelManager(config, config_path, options.poll_seconds, options.batch, self.metrics,
                                     options.log_limits, options.trusted_keys)
@@ -56,8 +82,9 @@ class LocalModelServer:
         self.manager.start()  # first poll: loads what is there before ports are announced
         self.grpc.start()
         self._rest_thread.start()
-        logger.info("serving %s: REST on %s:%d, gRPC on %s:%d", self.manager.model_names(),
-                     self.options.host, self.rest_port, self.options.host, self.grpc_port)
+        logger.info("serving %s: REST on %s:%d, gRPC on %s:%d; TensorFlow threads: intra-op %d, inter-op %d",
+                    self.manager.model_names(), self.options.host, self.rest_port, self.options.host,
+                    self.grpc_port, *self.tensorflow_threads)
         if self.options.port_file:
             files.write_text(self.options.port_file,
                              json.dumps({"rest": self.rest_port, "grpc": self.grpc_port, "pid": os.getpid()}))

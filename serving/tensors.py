@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+from tensorflow.core.framework import tensor_pb2, types_pb2
 
 from serving.errors import InvalidArgument
 
@@ -28,35 +28,35 @@ _PROTO_FIELDS = {
     np.dtype(np.int64): "int64_val", np.dtype(np.uint32): "uint32_val", np.dtype(np.uint64): "uint64_val",
     np.dtype(np.bool_): "bool_val",
 }
+_DTYPE_ENUMS = {dtype: tf.as_dtype(dtype).as_datatype_enum for dtype in _PROTO_FIELDS}
 
 
-def _shape_proto(shape) -> tensor_shape_pb2.TensorShapeProto:
-    return tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in shape])
-
-
-def as_proto_field(value: Any) -> tensor_pb2.TensorProto:
-    """A TensorProto with the values in its typed field (`float_val`, `int64_val`,
-    `string_val`...), not in `tensor_content`: what TF Serving's Predict returns. Built
-    directly (tf.make_tensor_proto costs more than the model call on small tensors).
+def fill_proto_field(proto: tensor_pb2.TensorProto, value: Any) -> None:
+    """Fills an empty TensorProto (e.g. a response's `outputs[key]`, in place) with the values
+    in its typed field (`float_val`, `int64_val`, `string_val`...), not in `tensor_content`:
+    what TF Serving's Predict returns. Built directly (tf.make_tensor_proto costs more than
+    the model call on small tensors).
 
     Raises:
       InvalidArgument: a dtype the API cannot carry.
     """
     array = np.asarray(value)
-    shape = _shape_proto(array.shape)
     if array.dtype.kind in "OSU":
-        return tensor_pb2.TensorProto(
-            dtype=types_pb2.DT_STRING, tensor_shape=shape,
-            string_val=[v if isinstance(v, bytes) else str(v).encode("utf-8") for v in array.ravel()])
-    if array.dtype == np.float16:
-        return tensor_pb2.TensorProto(dtype=types_pb2.DT_HALF, tensor_shape=shape,
-                                      half_val=array.ravel().view(np.uint16).tolist())
-    field = _PROTO_FIELDS.get(array.dtype)
-    if field is None:
-        raise InvalidArgument(f"cannot return a tensor of dtype {array.dtype}")
-    proto = tensor_pb2.TensorProto(dtype=tf.as_dtype(array.dtype).as_datatype_enum, tensor_shape=shape)
-    getattr(proto, field).extend(array.ravel().tolist())
-    return proto
+        proto.dtype = types_pb2.DT_STRING
+        proto.string_val.extend([v if isinstance(v, bytes) else str(v).encode("utf-8") for v in array.ravel()])
+    elif array.dtype == np.float16:
+        proto.dtype = types_pb2.DT_HALF
+        proto.half_val.extend(array.ravel().view(np.uint16).tolist())
+    else:
+        field = _PROTO_FIELDS.get(array.dtype)
+        if field is None:
+            raise InvalidArgument(f"cannot return a tensor of dtype {array.dtype}")
+        proto.dtype = _DTYPE_ENUMS[array.dtype]
+        getattr(proto, field).extend(array.ravel().tolist())
+    proto.tensor_shape.SetInParent()  # present for a scalar too, as Tensor::AsProtoField writes it
+    dims = proto.tensor_shape.dim
+    for d in array.shape:
+        dims.add(size=d)
 
 
 def from_proto(name: str, proto: tensor_pb2.TensorProto) -> np.ndarray:

@@ -6,7 +6,18 @@ Each request carries one real tf.Example from the eval split (clients send singl
 examples; the server batches concurrent ones). In-process calls use the same batch size
 from the same number of threads. Client and server share this machine's cores.
 
+Two load generators, side by side in one invocation:
+- `python`: http.client and grpcio stubs, one connection per client thread (what a Python
+  user's code costs). On a small machine the client then takes a large share of the cores
+  the server needs: grpcio's client costs ~0.3 ms of CPU per call, its server about as much.
+- `h2load` (nghttp2's load generator, C; Debian's nghttp2-client, installed here when
+  missing and run as root): the same requests, HTTP/1.1 for REST and HTTP/2 gRPC frames for
+  gRPC, each of `c` connections with one request in flight, so the figures are the server's.
+  It sends one example (the first) every time, and reads gRPC's status from the server's
+  /metrics (h2load sees HTTP 200 either way).
+
   .venv/bin/python benchmarks/serving/run.py [--seconds 5] [--concurrency 1,8,32]
+                                             [--clients python,h2load]
                                              [--log-rates 0,0.1,1.0] [--log-concurrency 8]
 """
 
@@ -18,11 +29,16 @@ import glob
 import http.client
 import json
 import os
+import re
+import shutil
 import signal
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
@@ -36,6 +52,7 @@ def _args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     p.add_argument("--concurrency", default="1,8,32")
+    p.add_argument("--clients", default="python,h2load", help="load generators, in order (python, h2load)")
     p.add_argument("--log-rates", default="0,0.1,1.0", help="request log sampling rates to compare")
     p.add_argument("--log-concurrency", type=int, default=8)
     p.add_argument("--workdir", default=os.path.join(REPO, "work", "bench-serving"))
@@ -81,6 +98,59 @@ def _load(fn, concurrency: int, seconds: float) -> dict:
     flat = np.array([x for lat in latencies for x in lat]) * 1000
     return {"rps": round(len(flat) / wall, 1), "p50_ms": round(float(np.percentile(flat, 50)), 2),
             "p99_ms": round(float(np.percentile(flat, 99)), 2), "errors": errors[0]}
+
+
+def _ensure_h2load() -> str | None:
+    """h2load's path; installs Debian's nghttp2-client once when missing and running as root."""
+    if shutil.which("h2load"):
+        return shutil.which("h2load")
+    if os.geteuid() != 0:
+        sys.stderr.write("[bench] h2load not found (apt-get install nghttp2-client); python clients only\n")
+        return None
+    sys.stderr.write("[bench] installing nghttp2-client (h2load) with apt-get\n")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "nghttp2-client"], check=True,
+                   stdout=subprocess.DEVNULL, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    return shutil.which("h2load")
+
+
+def _server_outcomes(rest_port: int, api_name: str) -> dict[str, float]:
+    """The server's request counts by outcome for one API (retrain_serving_requests_total)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("retrain_serving_requests_total{") and f'api="{api_name}"' in line:
+            code = line.split('code="', 1)[1].split('"', 1)[0]
+            counts[code] = counts.get(code, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def _h2load(h2load: str, ports: dict, transport: str, body_file: str, concurrency: int, seconds: float) -> dict:
+    """One h2load run: requests/s and latency percentiles from its per-request log; errors are
+    h2load's failures plus the requests the server answered with anything but OK."""
+    if transport == "REST":
+        url, api_name = f"http://127.0.0.1:{ports['rest']}/v1/models/taxi:predict", "predict"
+        extra = ["--h1", "-H", "content-type: application/json"]
+    else:
+        url, api_name = f"http://127.0.0.1:{ports['grpc']}/tensorflow.serving.PredictionService/Predict", "grpc_predict"
+        extra = ["-H", "content-type: application/grpc", "-H", "te: trailers"]
+    with tempfile.NamedTemporaryFile(suffix=".tsv") as log:
+        before = _server_outcomes(ports["rest"], api_name)
+        out = subprocess.run([h2load, "-D", f"{seconds:g}", "-c", str(concurrency), "-m", "1", "-d", body_file,
+                              "--log-file", log.name, *extra, url], capture_output=True, text=True, check=True).stdout
+        after = _server_outcomes(ports["rest"], api_name)
+        rows = [line.split("\t") for line in open(log.name) if line.strip()]
+    done = [r for r in rows if r[1] == "200"]
+    counts = re.search(r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
+    if not counts:
+        raise SystemExit(f"h2load's summary not understood:\n{out[-2000:]}")
+    failed = max(len(rows) - len(done), sum(int(x) for x in counts.groups()))
+    # CANCELLED: the requests in flight when h2load stops (it resets its streams), not errors.
+    not_ok = sum(v - before.get(k, 0.0) for k, v in after.items() if k not in ("OK", "CANCELLED"))
+    latency = np.array([int(r[2]) for r in done], dtype=float) / 1000.0
+    return {"rps": round(len(done) / seconds, 1), "p50_ms": round(float(np.percentile(latency, 50)), 2),
+            "p99_ms": round(float(np.percentile(latency, 99)), 2), "errors": int(failed + not_ok)}
 
 
 def _start_server(base: str, workdir: str, extra: list[str]) -> tuple[subprocess.Popen, dict]:
@@ -171,28 +241,54 @@ def main(argv=None) -> int:
             fn(examples=tensors[n[0]])["outputs"].numpy()
         return call
 
+    clients = [x for x in args.clients.split(",") if x]
+    unknown = set(clients) - {"python", "h2load"}
+    if unknown:
+        raise SystemExit(f"--clients: unknown {sorted(unknown)}; use python and/or h2load")
+    h2load = _ensure_h2load() if "h2load" in clients else None
+    if "h2load" in clients and not h2load:
+        clients.remove("h2load")
+    scratch = tempfile.mkdtemp(prefix="bench-serving-")
+    body_files = {"REST": os.path.join(scratch, "predict.json"), "gRPC": os.path.join(scratch, "predict.grpc")}
+    with open(body_files["REST"], "wb") as f:
+        f.write(bodies[0])
+    with open(body_files["gRPC"], "wb") as f:  # gRPC's length-prefixed message, uncompressed
+        f.write(b"\0" + struct.pack(">I", len(requests[0])) + requests[0])
+
+    def measure(client: str, transport: str, ports: dict, python_clients, c: int) -> dict:
+        """A 1 s warm-up, then the measured run."""
+        if client == "python":
+            factory = python_clients[0] if transport == "REST" else python_clients[1]
+            _load(factory, c, 1.0)
+            return _load(factory, c, args.seconds)
+        _h2load(h2load, ports, transport, body_files[transport], c, 1.0)
+        return _h2load(h2load, ports, transport, body_files[transport], c, args.seconds)
+
     print(f"serving benchmark: taxi version {version}, 1 example per request, {args.seconds:.0f} s per cell, "
-          f"{os.cpu_count()} cores shared by client and server")
+          f"{os.cpu_count()} cores shared by client and server; load generators: {', '.join(clients)}")
     rows = []
     server, ports = _start_server(base, args.workdir, [])
     try:
-        rest, grpc_call, channel = _clients(ports, bodies, requests)
+        python_clients = _clients(ports, bodies, requests)
         for c in [int(x) for x in args.concurrency.split(",")]:
-            for name, factory in (("in-process", in_process), ("REST", rest), ("gRPC", grpc_call)):
-                _load(factory, c, 1.0)  # warm up
-                r = {"transport": name, "concurrency": c, **_load(factory, c, args.seconds)}
+            _load(in_process, c, 1.0)  # warm up
+            cells = [("-", "in-process")] + [(client, t) for client in clients for t in ("REST", "gRPC")]
+            for client, name in cells:
+                result = _load(in_process, c, args.seconds) if name == "in-process" else measure(client, name, ports, python_clients, c)
+                r = {"client": client, "transport": name, "concurrency": c, **result}
                 rows.append(r)
-                print(f"  c={c:<3} {name:<10} {r['rps']:>8.1f} req/s  p50 {r['p50_ms']:>7.2f} ms  p99 {r['p99_ms']:>7.2f} ms"
-                      f"  errors {r['errors']}", flush=True)
-        channel.close()
+                print(f"  c={c:<3} {client:<7} {name:<10} {r['rps']:>8.1f} req/s  p50 {r['p50_ms']:>7.2f} ms"
+                      f"  p99 {r['p99_ms']:>7.2f} ms  errors {r['errors']}", flush=True)
+        python_clients[2].close()
     finally:
         _stop(server)
     print()
-    print(f"{'concurrency':>11} {'transport':<10} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs in-process':>14}")
+    print(f"{'concurrency':>11} {'client':<7} {'transport':<10} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'vs in-process':>14} {'errors':>7}")
     ceiling = {r["concurrency"]: r["rps"] for r in rows if r["transport"] == "in-process"}
     for r in rows:
-        print(f"{r['concurrency']:>11} {r['transport']:<10} {r['rps']:>8.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
-              f"{r['rps'] / ceiling[r['concurrency']]:>14.2f}")
+        print(f"{r['concurrency']:>11} {r['client']:<7} {r['transport']:<10} {r['rps']:>8.1f} {r['p50_ms']:>8.2f} "
+              f"{r['p99_ms']:>8.2f} {r['rps'] / ceiling[r['concurrency']]:>14.2f} {r['errors']:>7}")
 
     logging_rows = []
     c = args.log_concurrency
@@ -203,22 +299,25 @@ def main(argv=None) -> int:
             extra = ["--request-log-sampling-rate", str(rate), "--request-log-prefix", prefix]
         server, ports = _start_server(base, args.workdir, extra)
         try:
-            rest, grpc_call, channel = _clients(ports, bodies, requests)
-            for name, factory in (("REST", rest), ("gRPC", grpc_call)):
-                _load(factory, c, 1.0)
-                r = {"sampling_rate": rate, "transport": name, "concurrency": c, **_load(factory, c, args.seconds)}
-                logging_rows.append(r)
-            channel.close()
+            python_clients = _clients(ports, bodies, requests)
+            for client in clients:
+                for name in ("REST", "gRPC"):
+                    r = {"sampling_rate": rate, "client": client, "transport": name, "concurrency": c,
+                         **measure(client, name, ports, python_clients, c)}
+                    logging_rows.append(r)
+            python_clients[2].close()
         finally:
             _stop(server)
+    shutil.rmtree(scratch, ignore_errors=True)
     print()
     print(f"request logging at concurrency {c}:")
-    print(f"{'sampling':>9} {'transport':<10} {'req/s':>8} {'p99 ms':>8} {'req/s vs off':>13} {'errors':>7}")
-    off = {r["transport"]: r for r in logging_rows if r["sampling_rate"] == 0}
+    print(f"{'sampling':>9} {'client':<7} {'transport':<10} {'req/s':>8} {'p99 ms':>8} {'req/s vs off':>13} {'errors':>7}")
+    off = {(r["client"], r["transport"]): r for r in logging_rows if r["sampling_rate"] == 0}
     for r in logging_rows:
-        ref = off.get(r["transport"])
+        ref = off.get((r["client"], r["transport"]))
         ratio = f"{r['rps'] / ref['rps']:.2f}" if ref else "-"
-        print(f"{r['sampling_rate']:>9g} {r['transport']:<10} {r['rps']:>8.1f} {r['p99_ms']:>8.2f} {ratio:>13} {r['errors']:>7}")
+        print(f"{r['sampling_rate']:>9g} {r['client']:<7} {r['transport']:<10} {r['rps']:>8.1f} {r['p99_ms']:>8.2f} "
+              f"{ratio:>13} {r['errors']:>7}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"transports": rows, "request_logging": logging_rows}, f, indent=2)

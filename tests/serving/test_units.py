@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 
@@ -18,6 +20,7 @@ from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound
 from serving.layout import discover
 from serving.manager import ModelManager
+from tests.conftest import REPO
 from tests.serving import toy_model
 
 # --- Batcher ---------------------------------------------------------------------
@@ -351,3 +354,21 @@ def test_a_broken_version_is_not_served_and_the_good_one_stays(builds, tmp_path)
     states = dict(manager.status("toy"))
     assert states[3].state == "END" and "DecodeError" in states[3].error_message
     assert states[3].error_code != "OK"
+
+
+# --- TensorFlow's thread pools (TF Serving's --tensorflow_*_op_parallelism) -------------
+
+
+def test_thread_pools_are_set_before_anything_runs_and_refused_after():
+    from serving.server import ServerOptions, configure_tensorflow
+
+    code = ("from serving.server import ServerOptions, configure_tensorflow; import tensorflow as tf; "
+            "print(configure_tensorflow(ServerOptions(intra_op_threads=1, inter_op_threads=3)), "
+            "tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threading.get_inter_op_parallelism_threads(), "
+            "float(tf.reduce_sum(tf.ones([4]))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["(1,", "3)", "1", "3", "4.0"]
+    tf.reduce_sum(tf.ones([2]))  # this process has run TensorFlow: the pools are fixed
+    with pytest.raises(InvalidArgument, match="cannot set TensorFlow's thread pools to 5/6 now"):
+        configure_tensorflow(ServerOptions(intra_op_threads=5, inter_op_threads=6))
