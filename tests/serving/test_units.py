@@ -63,17 +63,25 @@ def test_concurrent_requests_are_merged_and_each_gets_its_own_rows():
         np.testing.assert_array_equal(results[i]["y"], np.full((n,), 2.0 * i))
 
 
-def test_batch_threads_run_batches_side_by_side():
-    # TF Serving's num_batch_threads: while one batch runs (held here), another one runs
-    # on the second thread instead of queuing behind it; with one thread it would wait.
-    held, release = threading.Event(), threading.Event()
+def _held_model():
+    """(fn, held, release, seen): y = x + 1; a batch starting with a negative x sets `held`
+    and waits for `release`; `seen` collects every x the model was given."""
+    seen, held, release = [], threading.Event(), threading.Event()
 
     def fn(inputs):
+        seen.extend(inputs["x"].tolist())
         if inputs["x"][0] < 0:
             held.set()
             release.wait(10)
         return {"y": inputs["x"] + 1}
 
+    return fn, held, release, seen
+
+
+def test_batch_threads_run_batches_side_by_side():
+    # TF Serving's num_batch_threads: while one batch runs (held here), another one runs
+    # on the second thread instead of queuing behind it; with one thread it would wait.
+    fn, held, release, _ = _held_model()
     batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=1, num_batch_threads=2))
     slow = batcher.submit({"x": np.array([-1.0])})
     assert held.wait(10)
@@ -115,15 +123,7 @@ def test_a_request_cancelled_while_queued_is_dropped_and_the_batcher_keeps_servi
     # A gRPC client's deadline or disconnect cancels the request's Future while it waits
     # in the queue (asyncio.wrap_future passes the cancellation on). That used to raise
     # InvalidStateError in the batch thread, which died: every later request hung.
-    seen, held, release = [], threading.Event(), threading.Event()
-
-    def fn(inputs):
-        seen.extend(inputs["x"].tolist())
-        if inputs["x"][0] < 0:
-            held.set()
-            release.wait(10)
-        return {"y": inputs["x"] + 1}
-
+    fn, held, release, seen = _held_model()
     batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=50, num_batch_threads=1))
     first = batcher.submit({"x": np.array([-1.0])})
     assert held.wait(10)
