@@ -10,6 +10,7 @@
 #   scripts/services.sh postgres-db NAME    (re)create an empty PostgreSQL database NAME for Airflow
 #   scripts/services.sh env                 the connection settings (and Airflow's fernet key for its
 #                                           database), as shell exports
+#   scripts/services.sh install PACKAGE BINARY   Debian's PACKAGE unless BINARY is there (benchmark tools)
 # RETRAIN_AIRFLOW_DATABASE (airflow) and RETRAIN_REDIS_DB (0) pick Airflow's database and broker DB.
 # Ports: RETRAIN_MARIADB_PORT (13306), RETRAIN_POSTGRES_PORT (15432), RETRAIN_REDIS_PORT (16379).
 set -euo pipefail
@@ -173,5 +174,6 @@ case "$cmd" in
   mariadb-db) mariadb_db "${names[0]}" ;;
   postgres-db) running postgres || start_postgres; postgres_db "${names[0]}" ;;
   env) env_exports ;;
-  *) sed -n '2,11p' "$0"; exit 2 ;;
+  install) [ ${#names[@]} -eq 2 ] || die "install PACKAGE BINARY"; apt_install "${names[0]}" "${names[1]}" ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
 esac

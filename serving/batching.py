@@ -28,6 +28,26 @@ Inputs = dict[str, np.ndarray]
 Outputs = dict[str, np.ndarray]
 
 
+def derived(source: Future, fn: Callable[[Outputs], Outputs]) -> Future:
+    """A Future of fn(source's result) that keeps the batcher's cancellation contract both
+    ways: cancelling it cancels `source` (a request still queued is dropped from its batch),
+    and an answer that arrives after it was cancelled is discarded, not set."""
+    out: Future = Future()
+    out.add_done_callback(lambda done: source.cancel() if done.cancelled() else None)
+
+    def finish(done: Future) -> None:
+        if done.cancelled():
+            out.cancel()
+        elif out.set_running_or_notify_cancel():  # RUNNING: cannot be cancelled any more
+            if done.exception() is not None:
+                out.set_exception(done.exception())
+            else:
+                out.set_result(fn(done.result()))
+
+    source.add_done_callback(finish)
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchOptions:
     max_batch_size: int = 64

@@ -22,7 +22,7 @@ from google.protobuf import text_format
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from serving import model_config, request_log, signing
+from serving import batching, model_config, request_log, signing
 from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.layout import discover
@@ -141,16 +141,7 @@ class Servable:
         future = batcher.submit(inputs)
         if not seen:
             return future
-        filtered: Future = Future()
-
-        def keep(done: Future) -> None:
-            if done.exception() is not None:
-                filtered.set_exception(done.exception())
-            else:
-                filtered.set_result({k: v for k, v in done.result().items() if k in seen})
-
-        future.add_done_callback(keep)
-        return filtered
+        return batching.derived(future, lambda outputs: {k: v for k, v in outputs.items() if k in seen})
 
     @staticmethod
     def _call(fn, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -259,7 +250,6 @@ class ModelManager:
 
         Raises InvalidArgument: a model's logging_config is not one this server can write."""
         self._config, self._config_path = config, config_path
-        self._names_of: tuple = (None, frozenset())
         self._poll_seconds, self._batch, self._metrics = poll_seconds, batch, metrics
         self._lock = threading.Lock()
         self._served: dict[str, dict[int, Servable]] = {}
@@ -397,12 +387,6 @@ class ModelManager:
     def model_names(self) -> list[str]:
         return [m.name for m in self._config.model_config_list.config]
 
-    def _serves(self, name: str) -> bool:
-        config = self._config  # replaced whole on a reload, so one read sees one config
-        if config is not self._names_of[0]:
-            self._names_of = (config, frozenset(m.name for m in config.model_config_list.config))
-        return name in self._names_of[1]
-
     def labels(self, name: str) -> dict[str, int]:
         model = model_config.find(self._config, name)
         return dict(model.version_labels) if model else {}
@@ -422,7 +406,7 @@ class ModelManager:
         Raises:
           NotFound: unknown model, version or label, or nothing loaded yet.
         """
-        if not self._serves(name):
+        if model_config.find(self._config, name) is None:
             raise NotFound(f"Servable not found for request: Latest({name})")
         version = self.resolve_version(name, version, label)
         with self._lock:

@@ -44,8 +44,8 @@ class ServerOptions:
 
 
 def configure_tensorflow(options: ServerOptions) -> tuple[int, int]:
-    """Sets TensorFlow's thread pools before anything runs on them; (intra, inter) as
-    TensorFlow reports them (0: its own choice).
+    """Sets TensorFlow's thread pools before anything runs on them; returns (intra, inter)
+    as set (0: TensorFlow's own choice).
 
     Raises:
       InvalidArgument: TensorFlow already ran something in this process (pools are fixed then).

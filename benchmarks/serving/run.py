@@ -10,8 +10,8 @@ Two load generators, side by side in one invocation:
 - `python`: http.client and grpcio stubs, one connection per client thread (what a Python
   user's code costs). On a small machine the client then takes a large share of the cores
   the server needs: grpcio's client costs ~0.3 ms of CPU per call, its server about as much.
-- `h2load` (nghttp2's load generator, C; Debian's nghttp2-client, installed here when
-  missing and run as root): the same requests, HTTP/1.1 for REST and HTTP/2 gRPC frames for
+- `h2load` (nghttp2's load generator, C; Debian's nghttp2-client, installed by
+  `scripts/services.sh install` when missing and run as root): the same requests, HTTP/1.1 for REST and HTTP/2 gRPC frames for
   gRPC, each of `c` connections with one request in flight, so the figures are the server's.
   It sends one example (the first) every time, and reads gRPC's status from the server's
   /metrics (h2load sees HTTP 200 either way).
@@ -101,28 +101,26 @@ def _load(fn, concurrency: int, seconds: float) -> dict:
 
 
 def _ensure_h2load() -> str | None:
-    """h2load's path; installs Debian's nghttp2-client once when missing and running as root."""
-    if shutil.which("h2load"):
-        return shutil.which("h2load")
-    if os.geteuid() != 0:
-        sys.stderr.write("[bench] h2load not found (apt-get install nghttp2-client); python clients only\n")
-        return None
-    sys.stderr.write("[bench] installing nghttp2-client (h2load) with apt-get\n")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "nghttp2-client"], check=True,
-                   stdout=subprocess.DEVNULL, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    """h2load's path; installs Debian's nghttp2-client once when missing (scripts/services.sh,
+    as root)."""
+    if not shutil.which("h2load"):
+        installed = subprocess.run([os.path.join(REPO, "scripts", "services.sh"), "install", "nghttp2-client", "h2load"])
+        if installed.returncode != 0:
+            sys.stderr.write("[bench] no h2load: python clients only\n")
     return shutil.which("h2load")
 
 
 def _server_outcomes(rest_port: int, api_name: str) -> dict[str, float]:
     """The server's request counts by outcome for one API (retrain_serving_requests_total)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/metrics", timeout=30) as r:
         text = r.read().decode()
     counts: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("retrain_serving_requests_total{") and f'api="{api_name}"' in line:
-            code = line.split('code="', 1)[1].split('"', 1)[0]
-            counts[code] = counts.get(code, 0.0) + float(line.rsplit(" ", 1)[1])
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "retrain_serving_requests_total" and sample.labels["api"] == api_name:
+                counts[sample.labels["code"]] = counts.get(sample.labels["code"], 0.0) + sample.value
     return counts
 
 

@@ -13,6 +13,7 @@ import urllib.request
 
 import grpc
 import tensorflow as tf
+from prometheus_client.parser import text_string_to_metric_families
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from tests.serving.toy_model import example
@@ -21,22 +22,20 @@ ROUNDS = 40
 PER_ROUND = 16
 
 
-def _predict_request(x: float) -> predict_pb2.PredictRequest:
+def _predict_request(x: float, output_filter: tuple[str, ...] = ()) -> predict_pb2.PredictRequest:
     req = predict_pb2.PredictRequest()
     req.model_spec.name = "toy"
     req.inputs["examples"].CopyFrom(tf.make_tensor_proto([example(x)]))
+    req.output_filter.extend(output_filter)
     return req
 
 
 def _counts(url: str) -> dict[tuple[str, str], float]:
+    """retrain_serving_requests_total by (api, code)."""
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
-        text = r.read().decode()
-    counts = {}
-    for line in text.splitlines():
-        if line.startswith("retrain_serving_requests_total{"):
-            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1:line.index("}")].split(","))
-            counts[(labels["api"].strip('"'), labels["code"].strip('"'))] = float(line.rsplit(" ", 1)[1])
-    return counts
+        families = text_string_to_metric_families(r.read().decode())
+    return {(s.labels["api"], s.labels["code"]): s.value for family in families for s in family.samples
+            if s.name == "retrain_serving_requests_total"}
 
 
 def test_clients_that_give_up_do_not_stop_the_server(start_server, toy_base):
@@ -45,10 +44,12 @@ def test_clients_that_give_up_do_not_stop_the_server(start_server, toy_base):
     stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
     stub.Predict(_predict_request(1.0), timeout=30)
 
-    # gRPC: bursts of calls cancelled at once, and calls whose deadline is too short to meet.
+    # gRPC: bursts of calls cancelled at once (half of them with an output filter, whose
+    # answer is derived from the batch's), and calls whose deadline is too short to meet.
     cancelled = 0
     for r in range(ROUNDS):
-        calls = [stub.Predict.future(_predict_request(float(r * PER_ROUND + i)), timeout=30) for i in range(PER_ROUND)]
+        calls = [stub.Predict.future(_predict_request(float(r * PER_ROUND + i), ("y",) if i % 2 else ()), timeout=30)
+                 for i in range(PER_ROUND)]
         cancelled += sum(call.cancel() for call in calls)
         for i in range(4):
             try:

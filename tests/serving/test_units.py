@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from serving import manager as manager_lib
 from serving import model_config, tensors
-from serving.batching import Batcher, BatchOptions
+from serving.batching import Batcher, BatchOptions, derived
 from serving.errors import InvalidArgument, NotFound
 from serving.layout import discover
 from serving.manager import ModelManager
@@ -145,6 +145,31 @@ def test_a_request_cancelled_while_queued_is_dropped_and_the_batcher_keeps_servi
     batcher.close()
     assert 5.0 not in seen and 8.0 not in seen
     assert batcher._in_flight == 0
+
+
+def test_a_derived_answer_passes_cancellation_back_and_drops_a_late_answer():
+    # An output-filtered request hands the server a Future derived from the batch's one.
+    fn, held, release, seen = _held_model()
+    batcher = Batcher(fn, BatchOptions(max_batch_size=64, max_wait_ms=50, num_batch_threads=1))
+    first = batcher.submit({"x": np.array([-1.0])})
+    assert held.wait(10)
+    queued = batcher.submit({"x": np.array([5.0])})
+    filtered = derived(queued, lambda out: {"z": out["y"]})
+    assert filtered.cancel() and queued.cancelled()  # dropped from its batch
+    kept = derived(batcher.submit({"x": np.array([6.0])}), lambda out: {"z": out["y"]})
+    release.set()
+    first.result(timeout=10)
+    assert kept.result(timeout=10)["z"].tolist() == [7.0]
+    # The source already running: cancelling the derived Future leaves it to finish, quietly.
+    held.clear()
+    release.clear()
+    running = batcher.submit({"x": np.array([-2.0])})
+    late = derived(running, lambda out: out)
+    assert held.wait(10) and late.cancel()
+    release.set()
+    assert running.result(timeout=10)["y"].tolist() == [-1.0] and late.cancelled()
+    batcher.close()
+    assert 5.0 not in seen
 
 
 def test_large_or_unbatchable_requests_run_directly():
