@@ -56,8 +56,10 @@ def predict(servable: Servable, signature: str | None, inputs: dict[str, np.ndar
     return name, future.result()
 
 
-def predict_future(servable: Servable, signature: str | None, inputs: dict[str, np.ndarray], output_filter=()):
-    """`predict` with the outputs as a Future: (signature name, Future of the outputs).
+def predict_future(servable: Servable, signature: str | None, inputs: dict[str, np.ndarray], output_filter=(),
+                   executor=None):
+    """`predict` with the outputs as a Future: (signature name, Future of the outputs); a
+    request the batcher cannot batch runs on `executor` (without one, in this thread).
 
     Raises:
       FailedPrecondition, InvalidArgument: as `predict`, before anything runs.
@@ -82,7 +84,7 @@ def predict_future(servable: Servable, signature: str | None, inputs: dict[str, 
             raise InvalidArgument(
                 f"input '{key}': shape {list(array.shape)} does not match the signature's {specs[key].shape.as_list()}"
             )
-    return name, servable.submit(name, inputs, output_filter)
+    return name, servable.submit(name, inputs, output_filter, executor)
 
 
 def _require_examples(examples: list[bytes]) -> None:

@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 
 import numpy as np
 
@@ -41,8 +41,13 @@ def derived(source: Future, fn: Callable[[Outputs], Outputs]) -> Future:
         elif out.set_running_or_notify_cancel():  # RUNNING: cannot be cancelled any more
             if done.exception() is not None:
                 out.set_exception(done.exception())
+                return
+            try:
+                value = fn(done.result())
+            except Exception as e:  # noqa: BLE001  the waiter gets it; a callback's error would be lost
+                out.set_exception(e)
             else:
-                out.set_result(fn(done.result()))
+                out.set_result(value)
 
     source.add_done_callback(finish)
     return out
@@ -97,15 +102,17 @@ class Batcher:
     def __call__(self, inputs: Inputs) -> Outputs:
         return self.submit(inputs).result()
 
-    def submit(self, inputs: Inputs) -> Future:
-        """The outputs, as a Future (an asyncio server awaits it without holding a thread);
-        a request that cannot be batched runs now, in the caller's thread."""
+    def submit(self, inputs: Inputs, executor: Executor | None = None) -> Future:
+        """The outputs, as a Future (a caller can wait for it without holding a thread); a
+        request that cannot be batched runs on `executor`, or without one now, in the
+        caller's thread."""
         rows = _rows(inputs)
         if not self._options.enabled or rows is None or rows >= self._options.max_batch_size:
+            if executor is not None:
+                return executor.submit(self._run_now, inputs, rows)
             future: Future = Future()
             try:
-                self._on_batch(rows or 1)
-                future.set_result(self._fn(inputs))
+                future.set_result(self._run_now(inputs, rows))
             except Exception as e:  # noqa: BLE001  handed to the caller
                 future.set_exception(e)
             return future
@@ -115,6 +122,10 @@ class Batcher:
         item.future.add_done_callback(self._answered)
         self._queue.put(item)
         return item.future
+
+    def _run_now(self, inputs: Inputs, rows: int | None) -> Outputs:
+        self._on_batch(rows or 1)
+        return self._fn(inputs)
 
     def _answered(self, _future: Future) -> None:
         with self._count_lock:

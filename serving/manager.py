@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 
 import numpy as np
 import tensorflow as tf
@@ -114,8 +114,10 @@ class Servable:
         """
         return self.submit(signature, inputs, output_filter).result()
 
-    def submit(self, signature: str, inputs: dict[str, np.ndarray], output_filter=()) -> Future:
-        """`run`, as a Future of the outputs (the asyncio gRPC server awaits it).
+    def submit(self, signature: str, inputs: dict[str, np.ndarray], output_filter=(),
+               executor: Executor | None = None) -> Future:
+        """`run`, as a Future of the outputs (gRPC answers when it is done, holding no thread);
+        a request the batcher cannot batch runs on `executor` (without one, now).
 
         Raises:
           InvalidArgument: an unknown or repeated output in `output_filter` (at once).
@@ -138,7 +140,7 @@ class Servable:
             if alias in seen:
                 raise InvalidArgument(f"duplicate output tensor alias: {alias}")
             seen.add(alias)
-        future = batcher.submit(inputs)
+        future = batcher.submit(inputs, executor)
         if not seen:
             return future
         return batching.derived(future, lambda outputs: {k: v for k, v in outputs.items() if k in seen})
