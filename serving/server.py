@@ -1,4 +1,5 @@
-"""The local model server: the model manager, REST and gRPC, in one process.
+"""The local model server: the model manager and REST in one process, gRPC in front-end
+processes it starts (serving/grpc_service.py).
 
 `python -m serving` and `retrain serve` run it; the pre-push check and the tests start it as a subprocess. Ports
 0 pick free ones; `--port-file` receives the chosen ports once the first poll has loaded
@@ -41,6 +42,8 @@ class ServerOptions:
     # TF Serving's --tensorflow_{intra,inter}_op_parallelism; 0 lets TensorFlow pick (one per core).
     intra_op_threads: int = 0
     inter_op_threads: int = 0
+    # gRPC front-end processes (serving/grpc_front.py); more than one share the port.
+    grpc_processes: int = 1
 
 
 def configure_tensorflow(options: ServerOptions) -> tuple[int, int]:
@@ -72,19 +75,23 @@ class LocalModelServer:
         self.manager = ModelManager(config, config_path, options.poll_seconds, options.batch, self.metrics,
                                     options.log_limits, options.trusted_keys)
         self.rest = RestServer((options.host, options.rest_port), self.manager, self.metrics, options.max_body_bytes)
-        self.grpc, self.grpc_port = grpc_service.make_server(
-            self.manager, self.metrics, f"{options.host}:{options.grpc_port}", options.max_body_bytes
-        )
+        self.grpc = grpc_service.GrpcServer(self.manager, self.metrics, options.host, options.grpc_port,
+                                            options.max_body_bytes, options.grpc_processes)
         self.rest_port = self.rest.server_address[1]
         self._rest_thread = threading.Thread(target=self.rest.serve_forever, name="rest", daemon=True)
+
+    @property
+    def grpc_port(self) -> int:
+        """The gRPC port (the chosen one once started, when 0 was asked for)."""
+        return self.grpc.port
 
     def start(self) -> None:
         self.manager.start()  # first poll: loads what is there before ports are announced
         self.grpc.start()
         self._rest_thread.start()
-        logger.info("serving %s: REST on %s:%d, gRPC on %s:%d; TensorFlow threads: intra-op %d, inter-op %d",
-                    self.manager.model_names(), self.options.host, self.rest_port, self.options.host,
-                    self.grpc_port, *self.tensorflow_threads)
+        logger.info("serving %s: REST on %s:%d, gRPC on %s:%d (front-end processes %s); "
+                    "TensorFlow threads: intra-op %d, inter-op %d", self.manager.model_names(), self.options.host,
+                    self.rest_port, self.options.host, self.grpc_port, self.grpc.pids, *self.tensorflow_threads)
         if self.options.port_file:
             files.write_text(self.options.port_file,
                              json.dumps({"rest": self.rest_port, "grpc": self.grpc_port, "pid": os.getpid()}))

@@ -134,11 +134,11 @@ def test_the_checker_sees_upward_imports_and_cycles(monkeypatch):
 
 
 def test_core_and_airflow_glue_import_no_tensorflow():
-    """The bottom layer and what the Airflow side imports stay light (no TF, TFX, Beam)."""
+    """The bottom layer, what the Airflow side imports and the gRPC front end stay light (no TF, TFX, Beam)."""
     code = (
         "import sys\n"
         "import core.exit_codes, core.errors, core.files, core.layout, core.nodes, core.outcome, core.results,"
-        " core.run_folder, core.spans, core.logs, serving.layout, serving.versions, retrain.cli\n"
+        " core.run_folder, core.spans, core.logs, serving.layout, serving.versions, serving.grpc_front, retrain.cli\n"
         "heavy = sorted(m for m in ('tensorflow', 'tfx', 'apache_beam', 'tensorflow_model_analysis') if m in sys.modules)\n"
         "print(heavy)\n"
     )

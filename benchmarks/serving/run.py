@@ -19,6 +19,7 @@ Two load generators, side by side in one invocation:
   .venv/bin/python benchmarks/serving/run.py [--seconds 5] [--concurrency 1,8,32]
                                              [--clients python,h2load]
                                              [--log-rates 0,0.1,1.0] [--log-concurrency 8]
+                                             [--server-arg=--grpc-processes=2 ...]
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def _args(argv):
     p.add_argument("--log-rates", default="0,0.1,1.0", help="request log sampling rates to compare")
     p.add_argument("--log-concurrency", type=int, default=8)
     p.add_argument("--workdir", default=os.path.join(REPO, "work", "bench-serving"))
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="passed to `retrain serve` (repeatable), e.g. --server-arg=--grpc-processes=2")
     p.add_argument("--json")
     return p.parse_args(argv)
 
@@ -265,7 +268,7 @@ def main(argv=None) -> int:
     print(f"serving benchmark: taxi version {version}, 1 example per request, {args.seconds:.0f} s per cell, "
           f"{os.cpu_count()} cores shared by client and server; load generators: {', '.join(clients)}")
     rows = []
-    server, ports = _start_server(base, args.workdir, [])
+    server, ports = _start_server(base, args.workdir, args.server_arg)
     try:
         python_clients = _clients(ports, bodies, requests)
         for c in [int(x) for x in args.concurrency.split(",")]:
@@ -295,7 +298,7 @@ def main(argv=None) -> int:
         if rate:
             prefix = os.path.join(args.workdir, "bench-request-logs", f"rate-{rate}", "log")
             extra = ["--request-log-sampling-rate", str(rate), "--request-log-prefix", prefix]
-        server, ports = _start_server(base, args.workdir, extra)
+        server, ports = _start_server(base, args.workdir, args.server_arg + extra)
         try:
             python_clients = _clients(ports, bodies, requests)
             for client in clients:

@@ -9,13 +9,14 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent import futures
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from serving import frames, model_config, tensors
 from serving import manager as manager_lib
-from serving import model_config, tensors
 from serving.batching import Batcher, BatchOptions, derived
 from serving.errors import InvalidArgument, NotFound
 from serving.layout import discover
@@ -180,6 +181,73 @@ def test_large_or_unbatchable_requests_run_directly():
     Batcher(lambda inputs: inputs, BatchOptions(enabled=False), on_batch=sizes.append)({"x": np.zeros((2,))})
     batcher.close()
     assert sizes == [10, 1, 2]
+
+
+def test_an_unbatchable_request_runs_on_the_executor_it_is_given():
+    # gRPC's model process reads a front end's calls on one thread, which must not run the model.
+    threads = []
+
+    def fn(inputs):
+        threads.append(threading.current_thread().name)
+        return {"y": inputs["x"]}
+
+    batcher = Batcher(fn, BatchOptions(max_batch_size=4))
+    with futures.ThreadPoolExecutor(1, thread_name_prefix="pool") as pool:
+        assert batcher.submit({"x": np.zeros((10,))}, pool).result(timeout=10)["y"].shape == (10,)
+        assert batcher.submit({"x": np.array(3.0)}, pool).result(timeout=10)["y"] == 3.0
+    batcher.close()
+    assert threads and all(t.startswith("pool") for t in threads), threads
+
+
+def test_a_derived_future_carries_its_function_s_error():
+    source: futures.Future = futures.Future()
+    out = derived(source, lambda outputs: outputs["missing"])
+    source.set_running_or_notify_cancel()
+    source.set_result({"y": 1})
+    with pytest.raises(KeyError, match="missing"):
+        out.result(timeout=1)  # not left pending, with the error lost in a callback
+
+
+# --- the model process <-> gRPC front end wire --------------------------------------
+
+
+def test_the_front_ends_method_table_is_tf_servings():
+    from tensorflow_serving.apis import model_service_pb2, prediction_service_pb2
+
+    declared = [f"/{service.full_name}/{method.name}"
+                for module in (prediction_service_pb2, model_service_pb2)
+                for service in module.DESCRIPTOR.services_by_name.values() for method in service.methods]
+    assert list(frames.METHODS) == declared
+
+
+def test_frames_survive_any_chunking():
+    stream = (frames.pack(frames.CALL, 1, b"\x02" + b"a" * 300) + frames.pack(frames.CANCEL, 7)
+              + frames.pack(frames.ERROR, 2, frames.error_payload("NOT_FOUND", "Servable not found \u2013 x")))
+    expected = [(frames.CALL, 1, b"\x02" + b"a" * 300), (frames.CANCEL, 7, b""),
+                (frames.ERROR, 2, "NOT_FOUND\nServable not found \u2013 x".encode())]
+    for size in (1, 2, 9, 10, 64, len(stream)):
+        reader = frames.Reader()
+        got = [f for i in range(0, len(stream), size) for f in reader.feed(stream[i:i + size])]
+        assert got == expected, size
+    assert frames.parse_error(expected[2][2]) == ("NOT_FOUND", "Servable not found \u2013 x")
+
+
+def test_grpcs_error_for_an_answer_after_the_deadline_becomes_one_info_line():
+    import logging
+
+    from serving.grpc_front import _LateAnswer
+
+    try:
+        raise RuntimeError("Failed execute_batch")
+    except RuntimeError:
+        record = logging.LogRecord("grpc._cython.cygrpc", logging.ERROR, "server.pyx.pxi", 1,
+                                   "ExecuteBatchError raised in core by servicer method [%s]",
+                                   ("/tensorflow.serving.PredictionService/Predict",), sys.exc_info())
+    assert _LateAnswer().filter(record)
+    assert (record.levelno, record.exc_info) == (logging.INFO, None)
+    assert "deadline passed" in record.getMessage()
+    other = logging.LogRecord("grpc._cython.cygrpc", logging.ERROR, "x", 1, "Unexpected [%s]", ("KeyError",), None)
+    assert _LateAnswer().filter(other) and other.levelno == logging.ERROR  # anything else stays as it was
 
 
 # --- tensors ---------------------------------------------------------------------
