@@ -106,8 +106,25 @@ class _Handler(BaseHTTPRequestHandler):
     # for the client's delayed ACK (~40 ms per keep-alive request, measured).
     disable_nagle_algorithm = True
 
+    _date: tuple[int, str] = (0, "")  # (second, its Date header), shared by all requests
+
     def log_message(self, fmt, *args):  # one line per request at debug level, not stderr
         logger.debug("rest %s " + fmt, self.address_string(), *args)
+
+    def log_request(self, code="-", size="-"):
+        if logger.isEnabledFor(logging.DEBUG):  # formatting it cost 2.5% of REST's time (py-spy)
+            super().log_request(code, size)
+
+    def date_time_string(self, timestamp=None):
+        """The Date header, formatted once a second (email.utils took 6% of REST's time)."""
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        now = int(time.time())
+        second, text = _Handler._date
+        if second != now:
+            text = super().date_time_string(now)
+            _Handler._date = (now, text)
+        return text
 
     def _send(self, status: int, body: bytes, content_type: str | None = "application/json") -> None:
         self.send_response(status)

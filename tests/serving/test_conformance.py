@@ -8,6 +8,7 @@ point it at another server (e.g. tensorflow/serving) serving the toy model as `t
 import base64
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 
@@ -78,6 +79,18 @@ def test_status_lists_the_served_version(server):
     assert status == 200
     assert body["model_version_status"][0] == {
         "version": "2", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+
+
+def test_every_answer_carries_the_current_date(server):
+    # HTTP/1.1 (RFC 9110 6.6.1) and libevent (evhttp_maybe_add_date_header) send Date; ours is formatted
+    # once a second, so it must move with the clock.
+    import email.utils
+
+    for pause in (0, 1.1):
+        time.sleep(pause)
+        with urllib.request.urlopen(server[0] + f"/v1/models/{MODEL}", timeout=30) as r:
+            sent = email.utils.parsedate_to_datetime(r.headers["Date"]).timestamp()
+        assert abs(sent - time.time()) < 2, r.headers["Date"]
 
 
 def test_status_of_one_version(server):
