@@ -57,7 +57,6 @@ def _spec(request):
     return model_spec.name, version, label
 
 
-
 class GrpcApi:
     """TF Serving's gRPC methods on serialized messages: each handler parses its request and
     returns a Future of the serialized response. Predict's is finished by the batcher's
@@ -342,8 +341,11 @@ class GrpcServer:
         return conn, int(payload.split()[0]), reader, received[1:]
 
     def _serve(self, process: subprocess.Popen, connection: _Connection, reader: frames.Reader, first: list) -> None:
-        connection.serve(reader, first)
-        connection.close()
+        try:
+            connection.serve(reader, first)
+        except Exception:  # noqa: BLE001  a bug here: the front end is dropped and replaced, not left hanging
+            logger.exception("gRPC front end %d: its connection failed", process.pid)
+        connection.close()  # the front end sees it close, and exits
         if self._stopping:
             return
         code = _end(process, 2.0)

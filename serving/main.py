@@ -22,18 +22,16 @@ from core.errors import BadInput
 logger = logging.getLogger(__name__)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive; was {value}")
-    return value
+def _int_at_least(low: int):
+    """An argparse type: an integer of at least `low`."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low} or more; was {value}")
+        return value
 
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more; was {value}")
-    return value
+    parse.__name__ = f"integer >= {low}"  # argparse names the type in its error
+    return parse
 
 
 def add_server_options(p: argparse.ArgumentParser) -> None:
@@ -44,16 +42,16 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--poll-seconds", type=float, default=1.0)
     p.add_argument("--max-batch-size", type=int, default=64)
     p.add_argument("--batch-timeout-ms", type=float, default=2.0)
-    p.add_argument("--num-batch-threads", type=_positive_int, default=1,
+    p.add_argument("--num-batch-threads", type=_int_at_least(1), default=1,
                    help="batches run at once (TF Serving's num_batch_threads; up to the cores the server has to itself)")
     p.add_argument("--no-batching", action="store_true")
     # TF Serving's flags (its underscore spelling is accepted too). 0 is TF Serving's meaning:
     # TensorFlow picks (one thread per core).
     for kind in ("intra", "inter"):
         p.add_argument(f"--tensorflow-{kind}-op-parallelism", f"--tensorflow_{kind}_op_parallelism",
-                       dest=f"tensorflow_{kind}_op_parallelism", type=_non_negative_int, default=0,
+                       dest=f"tensorflow_{kind}_op_parallelism", type=_int_at_least(0), default=0,
                        help=f"TensorFlow's {kind}-op threads (default 0: TensorFlow picks, one per core)")
-    p.add_argument("--grpc-processes", type=_positive_int, default=1,
+    p.add_argument("--grpc-processes", type=_int_at_least(1), default=1,
                    help="gRPC front-end processes, each with an interpreter of its own, sharing --grpc-port "
                         "(default 1; more only where gRPC's own cost, ~0.2 ms of CPU per call, fills a core)")
     p.add_argument("--max-body-bytes", type=int, default=16 << 20)

@@ -6,28 +6,18 @@ Found with a load generator (h2load) that stops mid-request: a cancelled request
 killed the batch thread, after which every predict on REST and gRPC hung.
 """
 
-import base64
 import json
 import socket
 import urllib.request
 
 import grpc
-import tensorflow as tf
 from prometheus_client.parser import text_string_to_metric_families
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from tests.serving.toy_model import example
+from tests.serving.toy_model import predict_request, rest_body
 
 ROUNDS = 40
 PER_ROUND = 16
-
-
-def _predict_request(x: float, output_filter: tuple[str, ...] = ()) -> predict_pb2.PredictRequest:
-    req = predict_pb2.PredictRequest()
-    req.model_spec.name = "toy"
-    req.inputs["examples"].CopyFrom(tf.make_tensor_proto([example(x)]))
-    req.output_filter.extend(output_filter)
-    return req
 
 
 def _counts(url: str) -> dict[tuple[str, str], float]:
@@ -42,24 +32,24 @@ def test_clients_that_give_up_do_not_stop_the_server(start_server, toy_base):
     server = start_server("--model-name", "toy", "--model-base-path", str(toy_base))
     channel = grpc.insecure_channel(server.grpc_target)
     stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-    stub.Predict(_predict_request(1.0), timeout=30)
+    stub.Predict(predict_request(1.0), timeout=30)
 
     # gRPC: bursts of calls cancelled at once (half of them with an output filter, whose
     # answer is derived from the batch's), and calls whose deadline is too short to meet.
     cancelled = 0
     for r in range(ROUNDS):
-        calls = [stub.Predict.future(_predict_request(float(r * PER_ROUND + i), ("y",) if i % 2 else ()), timeout=30)
+        calls = [stub.Predict.future(predict_request(float(r * PER_ROUND + i), ("y",) if i % 2 else ()), timeout=30)
                  for i in range(PER_ROUND)]
         cancelled += sum(call.cancel() for call in calls)
         for i in range(4):
             try:
-                stub.Predict(_predict_request(float(i)), timeout=0.0005)
+                stub.Predict(predict_request(float(i)), timeout=0.0005)
             except grpc.RpcError as e:
                 assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert cancelled > 0
 
     # REST: the request is sent whole, then the connection closed before the reply.
-    body = json.dumps({"instances": [{"b64": base64.b64encode(example(3.0)).decode()}]}).encode()
+    body = rest_body(3.0)
     for _ in range(ROUNDS):
         with socket.create_connection(("127.0.0.1", server.rest), timeout=30) as s:
             s.sendall(b"POST /v1/models/toy:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -68,10 +58,10 @@ def test_clients_that_give_up_do_not_stop_the_server(start_server, toy_base):
 
     # Everyone else is still answered, on both APIs.
     for x in (2.0, 5.0):
-        out = stub.Predict(_predict_request(x), timeout=10).outputs["y"]
+        out = stub.Predict(predict_request(x), timeout=10).outputs["y"]
         assert list(out.float_val) == [2 * x]  # version 2 answers y = 2x
         req = urllib.request.Request(server.url + "/v1/models/toy:predict", method="POST",
-                                     data=json.dumps({"instances": [{"b64": base64.b64encode(example(x)).decode()}]}).encode())
+                                     data=rest_body(x))
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert json.load(resp) == {"predictions": [[2 * x]]}
     channel.close()

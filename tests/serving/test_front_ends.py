@@ -13,27 +13,21 @@ import urllib.request
 
 import grpc
 import pytest
-import tensorflow as tf
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from tests.conftest import REPO
-from tests.serving.toy_model import example
+from tests.serving.toy_model import predict_request, rest_body
 
 
 def _predict(target: str, x: float, timeout: float = 10) -> list[float]:
-    req = predict_pb2.PredictRequest()
-    req.model_spec.name = "toy"
-    req.inputs["examples"].CopyFrom(tf.make_tensor_proto([example(x)]))
     with grpc.insecure_channel(target) as channel:
-        return list(prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(req, timeout=timeout)
-                    .outputs["y"].float_val)
+        return list(prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
+            predict_request(x), timeout=timeout).outputs["y"].float_val)
 
 
 def _rest_predict(url: str, x: float) -> list:
-    import base64
-
-    body = json.dumps({"instances": [{"b64": base64.b64encode(example(x)).decode()}]}).encode()
-    with urllib.request.urlopen(urllib.request.Request(url + "/v1/models/toy:predict", data=body), timeout=10) as r:
+    with urllib.request.urlopen(urllib.request.Request(url + "/v1/models/toy:predict", data=rest_body(x)),
+                                timeout=10) as r:
         return json.load(r)["predictions"]
 
 

@@ -1,8 +1,6 @@
 """Request logging in TF Serving's format: sampled PredictionLogs under concurrent load,
 files rotated and bounded, and the examples a skew check reads back from them."""
 
-import base64
-import json
 import os
 import threading
 import urllib.request
@@ -21,7 +19,7 @@ from tensorflow_serving.apis import (
 from serving import model_config, request_log
 from serving.errors import InvalidArgument
 from serving.manager import ModelManager
-from tests.serving.toy_model import example
+from tests.serving.toy_model import example, rest_body
 
 REQUESTS_PER_CLIENT = 60
 CLIENTS = 8
@@ -29,8 +27,7 @@ RATE = 0.5
 
 
 def _rest_predict(url: str, x: float) -> int:
-    body = json.dumps({"instances": [{"b64": base64.b64encode(example(x)).decode()}]}).encode()
-    req = urllib.request.Request(url + "/v1/models/toy:predict", data=body, method="POST")
+    req = urllib.request.Request(url + "/v1/models/toy:predict", data=rest_body(x), method="POST")
     with urllib.request.urlopen(req, timeout=30) as r:
         return r.status
 

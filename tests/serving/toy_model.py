@@ -5,6 +5,8 @@ Version k answers y = k * x, so a client can tell which version answered.
   python -m tests.serving.toy_model OUT_BASE_PATH [VERSION ...]   (to serve it with real TF Serving)
 """
 
+import base64
+import json
 import os
 import sys
 
@@ -22,6 +24,22 @@ FEATURES = {"x": tf.io.FixedLenFeature([1], tf.float32)}
 def example(x: float) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature={
         "x": tf.train.Feature(float_list=tf.train.FloatList(value=[x]))})).SerializeToString()
+
+
+def rest_body(x: float) -> bytes:
+    """A REST :predict body of one example, row format with b64."""
+    return json.dumps({"instances": [{"b64": base64.b64encode(example(x)).decode()}]}).encode()
+
+
+def predict_request(x: float, output_filter: tuple[str, ...] = ()):
+    """A gRPC PredictRequest of one example for model `toy`."""
+    from tensorflow_serving.apis import predict_pb2
+
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = "toy"
+    req.inputs["examples"].CopyFrom(tf.make_tensor_proto([example(x)]))
+    req.output_filter.extend(output_filter)
+    return req
 
 
 def save(path: str, version: int = 1) -> str:
