@@ -10,7 +10,6 @@ import dataclasses
 import importlib
 import importlib.util
 import os
-import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from components.serving_skew import SkewSettings
 from components.trainer.settings import TrainerSettings
 from core import deployment, layout, nodes, tasks
 from core import metadata as metadata_lib
+from core import settings as settings_lib
 from core.errors import BadInput
 from governance import model_card
 from pipelines import beam as beam_lib
@@ -240,34 +240,10 @@ _PATH_FIELDS = ("data_root", "schema_path", "gate_policy")
 
 
 def _check_type(name: str, value: Any, hint: Any) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if hint is Any:
-        return value
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{name}: {value!r} is not one of {list(args)}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _check_type(name, value, inner[0])
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{name}: expected a list, got {value!r}")
-        return tuple(_check_type(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value))
-    if origin in (Mapping, dict) or hint is Mapping:
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
-        return dict(value)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint in (int, float, str, bool):
-        if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
-            raise ConfigError(f"{name}: expected {hint.__name__}, got {value!r}")
-        return value
-    return value
+    try:
+        return settings_lib.check_type(name, value, hint)
+    except settings_lib.SettingsError as e:
+        raise ConfigError(str(e)) from None
 
 
 def from_dict(values: Mapping[str, Any], base_dir: str = ".") -> PipelineConfig:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -47,8 +48,11 @@ def check_header(span_folder: str, schema: schema_pb2.Schema) -> None:
         if not name.endswith(".csv"):
             continue
         path = os.path.join(span_folder, name)
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8", errors="replace") as f:
             header = next(csv.reader(f), [])
+        if header and header[0].startswith("\ufeff"):
+            raise InputError(f"{path}: starts with a UTF-8 byte-order mark, which CsvExampleGen reads as part of the"
+                             f" first column's name ({header[0]!r}); save the file as UTF-8 without BOM")
         missing = sorted(expected - set(header))
         extra = sorted(set(header) - expected)
         if missing or extra:
@@ -107,8 +111,15 @@ def _check_csv_whole(path: str) -> int:
         bad = raw[e.start : e.end + 3]
         raise InputError(
             f"{path}, line {line} (byte {e.start}): not valid UTF-8 ({e.reason}: {bad!r});"
-            " re-export the file as UTF-8"
+            + (" the file is gzip-compressed, not CSV text" if raw.startswith(b"\x1f\x8b") else
+               " the file is UTF-16 text; re-export it as UTF-8" if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else
+               " binary data or another encoding; re-export the file as UTF-8 CSV")
         ) from e
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise InputError(f"{path}, line {line} (byte {nul}): a NUL byte: binary data, not CSV text"
+                         " (CsvExampleGen refuses the line)")
     # Windows line endings count as one line break, as in the editor that shows the line.
     text = text.replace("\r\n", "\n")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
@@ -143,6 +154,78 @@ def _check_csv_whole(path: str) -> int:
     return rows
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+# Records read and parsed at a time by `check_tfrecord_file`.
+_RECORD_BATCH = 4096
+
+
+def check_tfrecord_file(path: str) -> int:
+    """Reads a whole gzipped TFRecord file the way ImportExampleGen will: every frame (length,
+    CRCs, data) and every record as a tf.Example. Returns the number of records.
+
+    Raises:
+      InputError: naming the file and where: not gzip (its first bytes), a gzip stream or a
+        record frame that is corrupt or cut short (the record it reached), a record that is
+        not a serialized tf.Example (its index).
+    """
+    import tensorflow as tf
+    from tfx_bsl.coders import example_coder
+
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        raise InputError(f"{path}: the file is empty (a span's TFRecord file holds at least one tf.Example)")
+    if not head.startswith(GZIP_MAGIC):
+        raise InputError(f"{path}, byte 0: not gzip-compressed (starts with {head!r}); span files named"
+                         " *.tfrecord.gz must be gzipped TFRecords of tf.Examples")
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    count = 0
+    records = iter(tf.data.TFRecordDataset(path, compression_type="GZIP").batch(_RECORD_BATCH))
+    while True:
+        try:
+            batch = next(records, None)
+        except tf.errors.OpError as e:
+            reached = _records_before_error(path, count)
+            raise InputError(f"{path}, record {reached}: not a readable gzipped TFRecord stream after"
+                             f" {reached} good record(s) ({_op_message(e)}); the file is corrupt or cut short") from e
+        if batch is None:
+            break
+        serialized = batch.numpy().tolist()
+        try:
+            decoder.DecodeBatch(serialized)
+        except RuntimeError:
+            for i, record in enumerate(serialized):
+                try:
+                    decoder.DecodeBatch([record])
+                except RuntimeError as e:
+                    raise InputError(f"{path}, record {count + i} ({len(record)} bytes): not a serialized"
+                                     f" tf.Example ({e})") from e
+            raise
+        count += len(serialized)
+    if not count:
+        raise InputError(f"{path} holds no records")
+    return count
+
+
+def _records_before_error(path: str, start: int) -> int:
+    """How many records of `path` read before the first error (a record at a time from `start`)."""
+    import tensorflow as tf
+
+    count = start
+    try:
+        for _ in tf.data.TFRecordDataset(path, compression_type="GZIP").skip(start):
+            count += 1
+    except tf.errors.OpError:
+        pass  # the error the caller reports
+    return count
+
+
+def _op_message(e) -> str:
+    """TensorFlow's error text without its function-node prefix and op suffix."""
+    text = re.sub(r"\{\{[^}]*\}\}\s*", "", e.message.splitlines()[0])
+    return re.sub(r"\s*\[Op:[^\]]*\].*$", "", text).strip()
+
+
 def check_example_features(span_folder: str, schema: schema_pb2.Schema) -> None:
     """The first tf.Example's features must be exactly the schema's.
 
@@ -164,15 +247,18 @@ def check_example_features(span_folder: str, schema: schema_pb2.Schema) -> None:
         raise InputError(f"tf.Examples in {span_folder} do not match the schema: {'; '.join(parts)}")
 
 
-def check_span_structure(folder: str) -> None:
-    """Every CSV file of a span folder reads whole (`check_csv_structure`).
+def check_span_structure(folder: str, example_format: str = "csv") -> None:
+    """Every data file of a span folder reads whole: CSV (`check_csv_structure`) or gzipped
+    TFRecords of tf.Examples (`check_tfrecord_file`).
 
     Raises:
-      InputError: the first problem found.
+      InputError: the first problem found, naming the file and the position.
     """
+    suffix = spans.FILE_SUFFIXES[example_format]
+    check = check_csv_structure if example_format == "csv" else check_tfrecord_file
     for name in sorted(os.listdir(folder)):
-        if name.endswith(".csv"):
-            check_csv_structure(os.path.join(folder, name))
+        if name.endswith(suffix):
+            check(os.path.join(folder, name))
 
 
 def check_run_inputs(data_root: str, span: int | None, schema_path: str, example_format: str = "csv") -> int:
@@ -199,4 +285,5 @@ def check_span_files(folder: str, schema_path: str, example_format: str = "csv")
         check_span_structure(folder)  # first: it names the row of a byte that is not UTF-8
         check_header(folder, load_schema(schema_path))
     else:
+        check_span_structure(folder, example_format)  # first: every frame and record reads
         check_example_features(folder, load_schema(schema_path))

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from core import files, spans, tasks
 from core.errors import BadInput
+from runner import preflight
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -272,6 +273,11 @@ def plan(root: str, name: str, data_root: str, label: str, task: str | None = No
         raise NewPipelineError(f"--data {data_root}: no span folders (expected span-YYYYMM/*.csv or *.tfrecord.gz)")
     example_format = _example_format(data_root, span_numbers)
     progress(f"reading {len(span_numbers)} span(s) {span_numbers[0]}..{span_numbers[-1]} ({example_format})")
+    for span in span_numbers:  # bytes that are not text (or not records) are named, not a traceback
+        try:
+            preflight.check_span_structure(spans.span_dir(data_root, span), example_format)
+        except preflight.InputError as e:
+            raise NewPipelineError(str(e)) from e
     frame = _read_frame(data_root, span_numbers, example_format)
     if frame.empty:
         raise NewPipelineError(f"--data {data_root}: the spans hold no rows")

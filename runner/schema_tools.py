@@ -12,6 +12,7 @@ import tempfile
 
 from core import files, spans
 from core.errors import BadInput
+from runner import preflight
 
 
 class SchemaError(BadInput):
@@ -51,6 +52,8 @@ def infer_schema_text(data_root: str, span_numbers: list[int], example_format: s
     """
     import tensorflow_data_validation as tfdv  # heavy: only when the command runs
 
+    for span in span_numbers:  # bad bytes are bad input (exit 2), named by file and position
+        preflight.check_span_structure(spans.span_dir(data_root, span), example_format)
     with tempfile.TemporaryDirectory() as tmp:
         if example_format == "csv":
             merged = os.path.join(tmp, "spans.csv")
@@ -142,7 +145,6 @@ def calibrate_gate(
     from components.data_gate import calibration
     from components.data_gate import policy as gate_policy
     from pipelines import config as config_lib
-    from runner import preflight
 
     if workdir:
         from governance import quarantine
@@ -164,6 +166,7 @@ def calibrate_gate(
     stats, halves = [], []
     for i, span in enumerate(span_numbers, 1):
         progress(f"[{i:>3}/{len(span_numbers)}] statistics of span {span}")
+        preflight.check_span_files(spans.span_dir(config.data_root, span), config.schema_path, config.example_format)
         full, a, b = calibration.span_statistics(spans.span_dir(config.data_root, span), config.example_format, span)
         stats.append((span, full))
         halves.append((span, a, b))

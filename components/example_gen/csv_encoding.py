@@ -53,9 +53,21 @@ class CsvInputError(ValueError):
     """A CSV file that CsvExampleGen would refuse too; names the file and line."""
 
 
-def header_columns(first_line: bytes) -> list[str]:
-    """The column names, as `tfx.utils.io_utils.load_csv_column_names` reads them."""
-    return first_line.decode("utf-8").strip().split(",")
+def header_columns(first_line: bytes, path: str = "<csv>") -> list[str]:
+    """The column names, as `tfx.utils.io_utils.load_csv_column_names` reads them.
+
+    Raises:
+      CsvInputError: the header is not UTF-8 text (a binary or otherwise encoded file),
+        naming the file and the byte.
+    """
+    try:
+        text = first_line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CsvInputError(f"{path}: line 1 (the header), byte {e.start}: not valid UTF-8 ({e.reason}:"
+                            f" {first_line[e.start:e.start + 4]!r}); is it a CSV text file?") from e
+    if "\x00" in text:
+        raise CsvInputError(f"{path}: line 1 (the header), byte {text.index(chr(0))}: a NUL byte; is it a CSV text file?")
+    return text.strip().split(",")
 
 
 def infer_value_type(cell: bytes) -> int:
@@ -89,6 +101,8 @@ def _python_records(data: bytes, path: str, first_line: int):
             text = data[pos:end].decode("utf-8")
         except UnicodeDecodeError as e:
             raise CsvInputError(f"{path}: line {line_no} is not valid UTF-8 ({e.reason})") from e
+        if "\x00" in text:  # `csv` refuses it on Python 3.10, where CsvExampleGen runs
+            raise CsvInputError(f"{path}: line {line_no}: a NUL byte (binary data, not CSV text)")
         if not pending:
             start = line_no
         pending.append(text)
@@ -136,8 +150,9 @@ def _parse_python(data: bytes, num_columns: int, path: str, first_line: int) -> 
 
 def arrow_safe(data: bytes) -> bool:
     """Whether Arrow without quoting splits this chunk as `csv` does: no quote at all, and
-    every carriage return ends a line (`csv` refuses a bare one; Arrow takes it as a newline)."""
-    return b'"' not in data and data.count(b"\r") == data.count(b"\r\n")
+    every carriage return ends a line (`csv` refuses a bare one; Arrow takes it as a newline),
+    and no NUL byte (`csv` refuses a line with one, so CsvExampleGen does; Arrow keeps it)."""
+    return b'"' not in data and b"\x00" not in data and data.count(b"\r") == data.count(b"\r\n")
 
 
 def parse_chunk(data: bytes, num_columns: int, path: str, first_line: int) -> list[pa.Array]:

@@ -43,10 +43,14 @@ class Chunk:
 
 
 def read_header(path: str) -> tuple[list[str], int]:
-    """The file's column names and where its data begin (after the first line)."""
+    """The file's column names and where its data begin (after the first line).
+
+    Raises:
+      csv_encoding.CsvInputError: a header that is not text.
+    """
     with open(path, "rb") as f:
         first = f.readline()
-    return csv_encoding.header_columns(first), len(first)
+    return csv_encoding.header_columns(first, path), len(first)
 
 
 def plan(paths: list[str], chunk_bytes: int) -> tuple[list[str], list[Chunk]]:
