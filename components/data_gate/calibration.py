@@ -9,30 +9,29 @@ the distribution of those month-to-month values:
   `policy.MIN_LIMIT`;
 - volume: `min_ratio = smallest row ratio / margin`, `max_ratio = largest * margin`, and
   never tighter than [1 / MIN_VOLUME_BAND, MIN_VOLUME_BAND].
+- row-level sections (`calibrate_rows`, from every row of every span): each feature's
+  domain (`domains.learn`), the allowed shares of the span-consistency checks
+  (`consistency.learn`) and the label's limits (`label.learn`).
 The result keeps the person-written opt-outs of the previous policy and records the
 measurements it came from, to be reviewed and committed.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import os
-import random
-import tempfile
 from collections.abc import Iterable
 
+from components.data_gate import consistency as consistency_lib
+from components.data_gate import domains as domains_lib
+from components.data_gate import label as label_lib
 from components.data_gate import measures
 from components.data_gate import policy as policy_lib
 
 DEFAULT_MARGIN = 1.5
-# No calibrated k is below what two samples of one distribution exceed once in a thousand
-# (in units of sampling noise, as k is): Kolmogorov's c(0.001) = 1.95 for `ks`; one degree
-# of freedom's chi-square quantile 10.83 / (8 ln 2) = 1.95 for TFDV's `jsd` (bits) on a
-# two-valued feature; 0.5 x 3.29 for the `linf` of two shares. With few spans the largest
-# observed value is a low quantile of the noise (6 spans: 5 pairs), and a margin on it
-# alone stopped good months of a 2-valued feature (a 74-row-a-month dataset).
-NULL_K = {"ks": 1.95, "jsd": 1.95, "linf": 1.65}
+# No calibrated k is below the 0.1% noise quantile of its measure (policy.NULL_K). With few
+# spans the largest observed value is a low quantile of the noise (6 spans: 5 pairs), and a
+# margin on it alone stopped good months of a 2-valued feature (a 74-row-a-month dataset).
+NULL_K = policy_lib.NULL_K
 # With few month pairs the largest observed value is a low quantile of month-to-month
 # noise (any measure): below this many pairs the default margin is FEW_PAIRS_MARGIN. On
 # scikit-learn's datasets as 6 spans of 30-95 rows, margin 1.5 stopped good months by the
@@ -148,6 +147,7 @@ def calibrate(
             "split_halves": len(noise or []),
             "margin": margin,
             "rule": RULE,
+            "rows_rule": ROWS_RULE,
             "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         },
         "volume": {
@@ -158,6 +158,68 @@ def calibrate(
         "opt_out": opt_out,
         "features": out_features,
     }
+
+
+ROWS_RULE = (
+    "domains: a value set for text and integer codes (at most "
+    f"{domains_lib.MAX_SET_VALUES} values, integers filling {domains_lib.CODE_DENSITY:.0%} of their range), else "
+    f"[min, max] widened by {domains_lib.RANGE_MARGIN} of its width each side (keeping a one-signed range's sign); "
+    "allowed_share = margin x the largest share a span's count outside the other spans' domain is consistent "
+    "with (one-sided Clopper-Pearson bound at share_alpha), at least 1 / values; "
+    "consistency and the label's missing rows: the same rule on each span's count; "
+    "label: k = margin x the largest value of a span against the reference_spans spans before it "
+    f"(class z at least {label_lib.NULL_Z}); a share is exceeded when significantly above its allowed share "
+    "(one-sided binomial test at share_alpha)"
+)
+
+
+def calibrate_rows(
+    scans: list[tuple[int, object]],
+    features: list[str],
+    margin: float,
+    previous: policy_lib.GatePolicy | None = None,
+    consistency: consistency_lib.SpanConsistency | None = None,
+    label_name: str | None = None,
+    reference_spans: int = 6,
+) -> tuple[dict, list[dict]]:
+    """The row-level sections of gate.yaml from each span's `rows.SpanScan` (learn mode).
+
+    Args:
+      scans: (span, SpanScan) in span order.
+      margin: how far beyond the worst good month each allowance lies.
+      previous: the policy in force: its domain opt-outs (a person's) are kept.
+      consistency: the pipeline's span consistency (its event time gets no domain).
+      label_name: the label's name, when the scans computed it.
+      reference_spans: how many spans before a span its label is compared with.
+
+    Returns:
+      (sections: domains, no_domain, domain_opt_out, consistency, label, share_alpha;
+       evidence rows per span and check).
+    """
+    opted = dict(previous.domain_opt_out) if previous else {}
+    skip = dict(opted)
+    if consistency and consistency.enabled:
+        skip[consistency.event_time.feature] = (
+            "the event time: its legal values are the span's period, which span_consistency checks")
+    alpha = previous.share_alpha if previous else policy_lib.DEFAULT_SHARE_ALPHA
+    found, none, evidence = domains_lib.learn([(s, scan.learned) for s, scan in scans], features, margin, skip, alpha)
+    sections: dict = {
+        "share_alpha": alpha,
+        "domain_opt_out": opted,
+        "no_domain": {k: v for k, v in none.items() if k not in opted},
+        "domains": found,
+        "consistency": {},
+        "label": {},
+    }
+    if consistency and consistency.enabled:
+        sections["consistency"], rows = consistency_lib.learn([(s, scan.consistency.to_dict()) for s, scan in scans],
+                                                              margin, alpha)
+        evidence += rows
+    if label_name and all(scan.label is not None for _, scan in scans):
+        sections["label"], rows = label_lib.learn([(s, scan.label.facts()) for s, scan in scans], reference_spans,
+                                                  margin, label_name, alpha)
+        evidence += rows
+    return sections, evidence
 
 
 def pair_table(history: list[dict]) -> list[dict]:
@@ -182,51 +244,20 @@ def pair_table(history: list[dict]) -> list[dict]:
     return table
 
 
-def span_statistics(folder: str, example_format: str, seed: int) -> tuple[object, object, object]:
+def span_statistics(folder: str, example_format: str, seed: int, schema=None) -> tuple[object, object, object]:
     """TFDV statistics of a span folder, and of two random halves of its rows.
 
-    CSV is decoded by TFDV's CSV decoder, whose type inference is CsvExampleGen's; an
-    empty cell is then a missing value rather than an empty list, which the gate's
-    missing-or-empty share counts alike.
+    Computed from the span's tf.Examples as CsvExampleGen's engine writes them, decoded as
+    StatisticsGen decodes them (`measures.StatsTally`), so calibration measures what the
+    gate will measure. `span_scan` gives these and the row-level tallies in one pass.
     """
-    import tensorflow_data_validation as tfdv  # heavy: only when calibrating
-
-    options = measures.stats_options()
-    with tempfile.TemporaryDirectory() as tmp:
-        if example_format == "csv":
-            files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".csv"))
-            header, rows = None, []
-            for path in files:
-                with open(path, newline="", encoding="utf-8") as f:
-                    reader = csv.reader(f)
-                    header = next(reader)
-                    rows += list(reader)
-            halves = _halves(rows, seed)
-            paths = []
-            for i, part in enumerate(halves):
-                paths.append(os.path.join(tmp, f"half{i}.csv"))
-                with open(paths[-1], "w", newline="", encoding="utf-8") as f:
-                    csv.writer(f).writerows([header, *part])
-            full = tfdv.generate_statistics_from_csv(os.path.join(folder, "*.csv"), stats_options=options)
-            parts = [tfdv.generate_statistics_from_csv(p, stats_options=options) for p in paths]
-        else:
-            import tensorflow as tf
-
-            pattern = os.path.join(folder, "*.tfrecord.gz")
-            records = [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(pattern), compression_type="GZIP")]
-            paths = []
-            for i, part in enumerate(_halves(records, seed)):
-                paths.append(os.path.join(tmp, f"half{i}.tfrecord.gz"))
-                with tf.io.TFRecordWriter(paths[-1], options="GZIP") as w:
-                    for r in part:
-                        w.write(r)
-            full = tfdv.generate_statistics_from_tfrecord(pattern, stats_options=options)
-            parts = [tfdv.generate_statistics_from_tfrecord(p, stats_options=options) for p in paths]
-    return full, parts[0], parts[1]
+    scan = span_scan(folder, example_format, schema, seed)
+    return tuple(t.result() for t in scan.statistics)
 
 
-def _halves(rows: list, seed: int) -> tuple[list, list]:
-    shuffled = list(rows)
-    random.Random(seed).shuffle(shuffled)
-    middle = len(shuffled) // 2
-    return shuffled[:middle], shuffled[middle:]
+def span_scan(folder: str, example_format: str, schema, seed: int, **scan_args):
+    """One pass over a span's rows: its statistics and halves (`scan.statistics`) and the
+    row-level tallies asked for (`rows.SpanScan`'s arguments)."""
+    from components.data_gate import rows
+
+    return rows.scan_span(folder, example_format, schema, statistics_seed=seed, **scan_args)
