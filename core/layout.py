@@ -32,6 +32,9 @@ GATE_STOPPED_DIR = os.path.join(nodes.DATA_GATE, "stopped")  # reports of refuse
 SKEW_REPORT = "report.json"  # ServingSkew's report artifact
 SKEW_STOPPED_DIR = os.path.join(nodes.SERVING_SKEW, "stopped")  # reports of runs it stopped
 SIGNIFICANCE_FILE = "significance.json"  # the Evaluator's verdict, in its evaluation artifact
+# The feature the Evaluator adds to each eval example, its span, so TFMA slices by span (the
+# governance record lists those slices apart from the configured ones).
+SPAN_SLICE_FEATURE = "__span__"
 SERVING_CHECK_FILE = "serving_check.json"  # the serving check's report, in its blessing artifact
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

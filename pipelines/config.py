@@ -16,6 +16,9 @@ from typing import Any, Literal
 
 import yaml
 
+from components.data_gate.consistency import SpanConsistency
+from components.data_gate.consistency import check_features as consistency_check_features
+from components.evaluator.new_span import NewSpanSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_skew import SkewSettings
 from components.trainer.settings import TrainerSettings
@@ -23,6 +26,7 @@ from core import deployment, layout, nodes, tasks
 from core import metadata as metadata_lib
 from core import settings as settings_lib
 from core.errors import BadInput
+from core.settings import SettingsError
 from governance import model_card
 from pipelines import beam as beam_lib
 
@@ -77,6 +81,15 @@ class PipelineConfig:
     # input pipeline, backup, warm start, profiling. Empty = choose for the hardware.
     trainer: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     slice_features: tuple[str, ...] = ()
+    # The label as the pipeline defines it: `module.function(inputs)` of the raw inputs
+    # Transform parses, one label per row, plain TensorFlow. preprocessing_fn calls it for
+    # the label, and the data gate calls it on each new span to check the label's health.
+    # None: `label_fn` beside preprocessing_fn (in its module).
+    label_fn: str | None = None
+    # Span consistency (components/data_gate/consistency.py): which feature is the event
+    # time (unit, time zone), how far outside its span an event may lie, and which features
+    # derive from it ({feature: hour | weekday_sun1 | month | ...}). Empty: not checked.
+    span_consistency: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # The data gate's calibrated limits (`retrain schema calibrate` writes it; beside the
     # schema). None: the gate's strict defaults, labelled as such in every report.
     gate_policy: str | None = None
@@ -110,6 +123,10 @@ class PipelineConfig:
     # many (the same examples in every run over the same data; TFMA computes the intervals
     # on it). TFMA scores ~1,000 examples/s on one core. 0: every eval example.
     max_eval_examples: int = 25000
+    # The new span alone (components/evaluator/new_span.py): both models' key metric on the
+    # newest span with intervals; a collapse of the baseline's there refuses the candidate as
+    # bad data. {enabled, min_examples, significance_level, margin, min_drop}.
+    new_span: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Pre-push serving check (ServingCheck): requests sent, p99 latency budget.
     enable_serving_check: bool = True
     serving_check_requests: int = 20
@@ -172,6 +189,30 @@ class PipelineConfig:
         if self.confidence_method:
             return self.confidence_method
         return "bootstrap" if self.task == tasks.REGRESSION else "jackknife"
+
+    @property
+    def label_function(self) -> str:
+        """The dotted path of the label function (`label_fn`, or the one beside preprocessing_fn)."""
+        return self.label_fn or self.preprocessing_fn.rsplit(".", 1)[0] + ".label_fn"
+
+    @property
+    def label_kind(self) -> str:
+        """How the gate checks the label: class shares, or a regression target's distribution."""
+        return "numeric" if self.task == tasks.REGRESSION else "classes"
+
+    @property
+    def consistency_settings(self) -> SpanConsistency:
+        try:
+            return SpanConsistency.from_dict(self.span_consistency, "span_consistency")
+        except SettingsError as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def new_span_settings(self) -> NewSpanSettings:
+        try:
+            return NewSpanSettings.from_dict(self.new_span, "new_span")
+        except SettingsError as e:
+            raise ConfigError(str(e)) from None
 
     @property
     def skew_settings(self) -> SkewSettings:
@@ -347,8 +388,8 @@ def validate(config: PipelineConfig) -> None:
         TrainerSettings.from_custom_config({"trainer": config.trainer})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"trainer: {e}") from e
-    for name in ("preprocessing_fn", "run_fn"):
-        if "." not in getattr(config, name):
+    for name in ("preprocessing_fn", "run_fn", "label_fn"):
+        if getattr(config, name) is not None and "." not in getattr(config, name):
             raise ConfigError(f"{name}: expected a dotted path module.function")
     try:
         metadata_lib.check_config_value(config.metadata)
@@ -357,7 +398,24 @@ def validate(config: PipelineConfig) -> None:
         raise ConfigError(f"metadata: {e}") from e
     check_deployment(config)
     check_hparams(config)
-    load_gate_policy(config)
+    policy = load_gate_policy(config)
+    check_span_consistency(config, policy)
+    config.new_span_settings  # noqa: B018 - validates the block
+
+
+def check_span_consistency(config: PipelineConfig, policy) -> None:
+    """The `span_consistency:` block: its settings, and features the schema has.
+
+    Raises:
+      ConfigError: naming the key or the feature.
+    """
+    settings = config.consistency_settings
+    if not settings.enabled:
+        return
+    try:
+        consistency_check_features(settings, _schema_features(config.schema_path))
+    except SettingsError as e:
+        raise ConfigError(f"span_consistency: {e}") from None
 
 
 _TFLITE_KEYS = {"enabled", "signature", "input_key", "label_key", "raw_input_key", "variants", "max_accuracy_drop",

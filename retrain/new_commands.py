@@ -45,6 +45,11 @@ def cmd_new(args: argparse.Namespace) -> int:
     say(f"task: {plan.task} ({plan.task_reason})")
     say(f"features: {len(plan.numeric)} z-scored, {len(plan.bucket)} bucketized, {len(plan.categorical)} one-hot codes,"
         f" {len(plan.vocab)} vocabularies" + (f"; left out: {', '.join(plan.left_out)}" if plan.left_out else ""))
+    found = plan.span_consistency
+    say("event time: " + (f"{found['event_time']['feature']} ({found['event_time']['unit']}, assumed UTC)"
+                          + (", derived: " + ", ".join(f"{c} ({k})" for c, k in found["derived"].items())
+                             if found["derived"] else "")
+                          if found else "none found (span_consistency is left for you to declare)"))
     written = scaffold.write(plan, compile_template, progress=say)
     for rel in written:
         sys.stdout.write(f"wrote {rel}\n")

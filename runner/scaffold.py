@@ -69,6 +69,8 @@ class Plan:
     label_std: float = 1.0
     thresholds: dict = dataclasses.field(default_factory=dict)
     schema_text: str = ""
+    # The event time and the fields derived from it, when the data has one (the config's block).
+    span_consistency: dict | None = None
 
     @property
     def targets(self) -> dict[str, str]:
@@ -102,10 +104,11 @@ def _example_format(data_root: str, span_numbers: list[int]) -> str:
 
 
 def _read_frame(data_root: str, span_numbers: list[int], example_format: str):
-    """All rows of the spans as a DataFrame of strings and numbers (None where blank)."""
+    """All rows of the spans as a DataFrame of strings and numbers (None where blank), and
+    each row's span (a Series)."""
     import pandas as pd
 
-    frames = []
+    frames, row_spans = [], []
     for span in span_numbers:
         folder = spans.span_dir(data_root, span)
         for name in sorted(os.listdir(folder)):
@@ -115,7 +118,84 @@ def _read_frame(data_root: str, span_numbers: list[int], example_format: str):
                 frames.append(pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""]))
             elif example_format == "tfrecord" and name.endswith(".tfrecord.gz"):
                 frames.append(pd.DataFrame(_tfrecord_rows(path)))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            else:
+                continue
+            row_spans += [span] * len(frames[-1])
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return frame, pd.Series(row_spans, dtype="int64")
+
+
+# A column is the event time when this share of its values (as a unit below) fall in their
+# own span's month (a day's tolerance); a column derives from it when this share agree.
+EVENT_TIME_SHARE = 0.99
+DERIVED_SHARE = 0.99
+
+
+def _in_own_month(times, row_spans) -> float:
+    """The share of valid times that fall in their row's span (a day's tolerance either side)."""
+    import numpy as np
+    import pandas as pd
+
+    valid = ~np.asarray(times.isna())
+    if not valid.any():
+        return 0.0
+    day = pd.Timedelta(days=1)
+    ok = [np.asarray(t.year, np.float64) * 100 + np.asarray(t.month, np.float64) == row_spans
+          for t in (times, times + day, times - day)]
+    return float(np.mean(np.logical_or.reduce(ok)[valid]))
+
+
+def propose_span_consistency(frame, row_spans, label: str) -> dict | None:
+    """The `span_consistency:` block a config should declare, found in the data, or None.
+
+    A column is the event time when EVENT_TIME_SHARE of its values, read as Unix seconds,
+    milliseconds, microseconds or nanoseconds, or as ISO 8601 text, fall in their own span's
+    month (in UTC, which is assumed; say otherwise in the config). Integer columns whose
+    values agree with a kind of `consistency.DERIVED_KINDS` computed from it in DERIVED_SHARE
+    of the rows are declared derived from it.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from components.data_gate import consistency
+
+    spans_array = row_spans.to_numpy(np.float64)
+    best = None
+    for column in frame.columns:
+        if column == label:
+            continue
+        values = frame[column]
+        present = values.notna().to_numpy()
+        if present.mean() < EVENT_TIME_SHARE:
+            continue
+        numbers = pd.to_numeric(values, errors="coerce")
+        units = list(consistency.NUMERIC_UNITS) if numbers.notna()[present].all() else [consistency.ISO]
+        for unit in units:
+            event = consistency.EventTime(feature=column, unit=unit)
+            raw = numbers.to_numpy(np.float64) if unit != consistency.ISO else values.astype(str).to_numpy()
+            try:
+                times = consistency.event_times(raw[present], event)
+            except (ValueError, OverflowError):
+                continue
+            share = _in_own_month(times, spans_array[present])
+            if share >= EVENT_TIME_SHARE and (best is None or share > best[0]):
+                best = (share, event, times, present)
+    if best is None:
+        return None
+    _, event, times, present = best
+    derived = {}
+    for column in frame.columns:
+        if column in (label, event.feature):
+            continue
+        numbers = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)[present]
+        if np.isnan(numbers).mean() > 1 - DERIVED_SHARE or not np.all(np.isnan(numbers) | (numbers == np.round(numbers))):
+            continue
+        for kind in consistency.DERIVED_KINDS:
+            if np.mean(consistency.derive(times, kind) == numbers) >= DERIVED_SHARE:
+                derived[column] = kind
+                break
+    return {"event_time": {"feature": event.feature, "unit": event.unit, "timezone": event.timezone},
+            "tolerance_hours": 1, "derived": derived}
 
 
 def _tfrecord_rows(path: str) -> list[dict]:
@@ -278,7 +358,7 @@ def plan(root: str, name: str, data_root: str, label: str, task: str | None = No
             preflight.check_span_structure(spans.span_dir(data_root, span), example_format)
         except preflight.InputError as e:
             raise NewPipelineError(str(e)) from e
-    frame = _read_frame(data_root, span_numbers, example_format)
+    frame, row_spans = _read_frame(data_root, span_numbers, example_format)
     if frame.empty:
         raise NewPipelineError(f"--data {data_root}: the spans hold no rows")
     if label not in frame.columns:
@@ -292,12 +372,14 @@ def plan(root: str, name: str, data_root: str, label: str, task: str | None = No
     if not (columns["numeric"] or columns["bucket"] or columns["categorical"] or columns["vocab"]):
         raise NewPipelineError(f"no column besides the label {label!r} varies: there are no features to learn from")
     small = [c for c in columns["vocab"] + list(columns["categorical"]) if 2 <= frame[c].nunique() <= 12]
+    progress("looking for an event time and the fields derived from it")
+    consistency = propose_span_consistency(frame, row_spans, label)
     result = Plan(
         name=name, root=root, data_root=data_root, example_format=example_format, span_numbers=span_numbers,
         rows=len(frame), label=label, label_type=types[label], task=chosen, task_reason=reason,
         numeric=columns["numeric"], bucket=columns["bucket"], categorical=columns["categorical"],
         vocab=columns["vocab"], left_out=columns["left_out"], slices=small[:1],
-        thresholds=_thresholds(chosen, label_values), schema_text=schema_text,
+        thresholds=_thresholds(chosen, label_values), schema_text=schema_text, span_consistency=consistency,
     )
     if chosen == tasks.REGRESSION:
         y = _numbers(label_values).astype(float)
@@ -402,7 +484,7 @@ def render(p: Plan) -> dict[str, str]:
         label_fn=_LABEL_FNS[tasks.REGRESSION if p.task == tasks.REGRESSION else "classification"],
         data_root=rel_data, example_format=p.example_format, label_xf=re.sub(r"\W", "_", p.label) + "_xf",
         task=p.task, epochs=EPOCHS, train_rows=train_rows, train_steps=train_steps, thresholds=thresholds,
-        gate_policy="",
+        gate_policy="", span_consistency=_consistency_block(p.span_consistency),
     )
     package = os.path.join("pipelines", p.name)
     out = {os.path.join(package, f[: -len(".tmpl")]): _render(f, **values)
@@ -410,6 +492,47 @@ def render(p: Plan) -> dict[str, str]:
                      "model.py.tmpl", "config.yaml.tmpl")}
     out[os.path.join("dags", f"{p.name}_retraining.py")] = _render("dag.py.tmpl", **values)
     out[os.path.join("schemas", p.name, "schema.pbtxt")] = _schema_header(p) + p.schema_text
+    return out
+
+
+def _consistency_block(found: dict | None) -> str:
+    """The config's `span_consistency:` block (or how to write one) for what the data showed."""
+    if not found:
+        return ("# No event time found (no column whose values fall in their own span's month). If the data\n"
+                "# has one, declare it and the data gate checks each span's times and the fields derived\n"
+                "# from them (components/data_gate/consistency.py):\n"
+                "# span_consistency:\n"
+                "#   event_time: {feature: COLUMN, unit: s, timezone: UTC}\n"
+                "#   derived: {COLUMN_HOUR: hour}\n")
+    event = found["event_time"]
+    lines = ["# The event time: the values of this column fall in their own span's month (read as UTC,",
+             "# which is assumed: set the time zone the times are in). The data gate checks that a span's",
+             "# event times lie in its month and that the fields below, derived from it, agree with it.",
+             "span_consistency:",
+             f"  event_time: {{feature: {event['feature']}, unit: {event['unit']}, timezone: {event['timezone']}}}",
+             f"  tolerance_hours: {found['tolerance_hours']}"]
+    if found["derived"]:
+        lines.append("  derived:")
+        lines += [f"    {column}: {kind}" for column, kind in found["derived"].items()]
+    return "\n".join(lines) + "\n"
+
+
+# Derived kinds that are functions of the span itself (one value per monthly span): like the
+# event time, they differ from the previous span by construction, so drift does not watch them.
+_SPAN_FUNCTIONS = ("year", "quarter", "month", "month0", "yearmonth")
+
+
+def drift_opt_outs(found: dict | None) -> dict[str, str]:
+    """The drift opt-outs a generated policy starts with: the event time and span functions."""
+    if not found:
+        return {}
+    event = found["event_time"]["feature"]
+    out = {event: "the event time: each span holds only its own month's times, so every span differs from the"
+                  " one before by construction; span_consistency checks it instead"}
+    for column, kind in found["derived"].items():
+        if kind in _SPAN_FUNCTIONS:
+            out[column] = (f"the {kind} of {event}: a function of the span, different from the previous span's by"
+                           " construction; span_consistency checks it instead")
     return out
 
 
@@ -492,6 +615,12 @@ def write(p: Plan, compile_template: Callable[[str, str], None], progress: Calla
             progress(f"calibrating the data gate on the history of {len(p.span_numbers)} spans")
             gate = os.path.join(p.root, "schemas", p.name, "gate.yaml")
             config = config_lib.load(config_path)
+            opt_out = drift_opt_outs(p.span_consistency)
+            if opt_out:  # a person's decisions, as calibration keeps them: written first
+                import yaml
+
+                writer.created.append(gate)
+                files.write_text(gate, yaml.safe_dump({"version": 1, "opt_out": opt_out}, sort_keys=False, width=100))
             result = schema_tools.calibrate_gate(config, p.span_numbers, gate, progress=progress)
             writer.created += [result["policy"], result["table"]]
             text = generated[config_rel].replace(

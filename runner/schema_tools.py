@@ -6,6 +6,7 @@ imports the curated `schemas/<pipeline>/schema.pbtxt` and never re-infers it.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
@@ -119,7 +120,29 @@ _POLICY_HEADER = """\
 # - opt_out: features whose drift is not watched, each with the reason a person gave;
 #   calibration keeps them. Completeness and the schema's checks still apply to them.
 # - volume: rows of a new span / rows of its baseline span must lie within the bounds.
+# - domains.<name>: its value set (value: the span it was first seen in) or range (seen:
+#   where its min and max were), and the share of values outside it a span may have
+#   (allowed_share, from how often a good span left the other spans' domain: observed).
+#   no_domain says why a feature has none; domain_opt_out holds a person's reasons.
+# - consistency: the allowed shares of event times outside their span and of derived
+#   fields that disagree with the event time (the config's span_consistency declares them).
+# - label: the limits of the label's health checks against the spans before it.
+# - share_alpha: the level of the share tests (a person may change it; calibration keeps it).
 """
+
+
+def _label_spec(config, progress) -> tuple[str, str] | None:
+    """(label function, kind) for the row scans, or None where the pipeline has none (said so)."""
+    from components.data_gate import label as label_lib
+
+    try:
+        label_lib.load_fn(config.label_function)
+    except label_lib.LabelError as e:
+        if config.label_fn is not None:
+            raise ValueError(str(e)) from e
+        progress(f"the label is not calibrated: {e}")
+        return None
+    return config.label_function, config.label_kind
 
 
 def calibrate_gate(
@@ -163,34 +186,45 @@ def calibrate_gate(
             previous = gate_policy.load(out_path)
         except gate_policy.PolicyError as e:
             raise ValueError(f"the existing policy cannot be read (fix or remove it): {e}") from e
-    stats, halves = [], []
+    schema = preflight.load_schema(config.schema_path)
+    consistency = config.consistency_settings
+    label = _label_spec(config, progress)
+    stats, halves, scans = [], [], []
     for i, span in enumerate(span_numbers, 1):
-        progress(f"[{i:>3}/{len(span_numbers)}] statistics of span {span}")
-        preflight.check_span_files(spans.span_dir(config.data_root, span), config.schema_path, config.example_format)
-        full, a, b = calibration.span_statistics(spans.span_dir(config.data_root, span), config.example_format, span)
+        progress(f"[{i:>3}/{len(span_numbers)}] statistics and rows of span {span}")
+        folder = spans.span_dir(config.data_root, span)
+        preflight.check_span_files(folder, config.schema_path, config.example_format)
+        scan = calibration.span_scan(folder, config.example_format, schema, span, learn=True,
+                                     consistency=(consistency, span) if consistency.enabled else None, label=label)
+        full, a, b = (t.result() for t in scan.statistics)
         stats.append((span, full))
         halves.append((span, a, b))
+        scans.append((span, scan))
     history = calibration.measure_history(stats, features)
     noise = calibration.measure_noise(halves, features)
     policy = calibration.calibrate(
         history, features, previous, margin=margin, noise=noise
     )
+    sections, evidence = calibration.calibrate_rows(
+        scans, features, policy["calibration"]["margin"], previous, consistency,
+        config.label_key if label else None, config.window_spans)
+    policy.update(sections)
     table_path = os.path.splitext(out_path)[0] + "_calibration.csv"
-    rows = calibration.pair_table(history + noise)
+    rows = calibration.pair_table(history + noise) + evidence
     header = _POLICY_HEADER.format(pipeline=config.pipeline_name, table=os.path.basename(table_path))
-    files.write_text(out_path, header + yaml.safe_dump(policy, sort_keys=False, width=100))
+    text = header + yaml.safe_dump(policy, sort_keys=False, width=100)
+    try:  # what is written must load; checked before the policy in force is replaced
+        checked = gate_policy.from_dict(yaml.safe_load(text), out_path)
+        gate_policy.check_features(checked, features)
+    except gate_policy.PolicyError as e:  # a bug, not bad input
+        raise RuntimeError(f"the calibrated policy does not load (nothing was written): {e}") from e
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    import io
-
     buffer = io.StringIO()
     writer = csv_lib.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
+    files.write_text(out_path, text)
     files.write_text(table_path, buffer.getvalue())
-    try:
-        config_lib.load_gate_policy(config_lib.replace(config, gate_policy=os.path.abspath(out_path)))
-    except config_lib.ConfigError as e:  # what we wrote must load: a bug, not bad input
-        raise RuntimeError(f"the written policy does not load: {e}") from e
     return {
         "policy": out_path, "table": table_path, "pairs": len(history),
         "features": len(policy["features"]), "opt_out": len(policy["opt_out"]),

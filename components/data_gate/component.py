@@ -8,7 +8,14 @@ It blocks on
 - drift of every feature of the schema (unless the policy opts it out, with a reason):
   numeric features by Jensen-Shannon divergence on TFDV's quantile histograms and by
   quantile shift, categorical ones by L-infinity distance, each against the calibrated
-  limit k / sqrt(n_eff) (`policy.py`; a `drift_comparator` in the schema wins).
+  limit k / sqrt(n_eff) (`policy.py`; a `drift_comparator` in the schema wins);
+- row-level checks over every row of the span (`rows.py`, both splits):
+  - domains: values outside a feature's value set or range learned from history, beyond
+    the share good months had (`domains.py`);
+  - span consistency: event times outside the span's month, and derived fields (hour,
+    weekday, month) that disagree with the event time (`consistency.py`);
+  - label health: the label as the pipeline's `label_fn` computes it: missing, constant,
+    class shares or distribution against the reference spans before it (`label.py`).
 The baseline is the last earlier span that passed the gate. `report.json` holds every
 measurement, its limit and where the limit came from, whether the gate passes or not; a
 failing gate then raises, which fails the node so nothing downstream runs and no report
@@ -33,8 +40,12 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.artifact import Artifact
 from tfx.utils import io_utils
 
+from components.data_gate import consistency as consistency_lib
+from components.data_gate import domains as domains_lib
+from components.data_gate import label as label_lib
 from components.data_gate import measures
 from components.data_gate import policy as gate_policy
+from components.data_gate import rows as rows_lib
 from core import files, layout
 
 logger = logging.getLogger(__name__)
@@ -188,6 +199,56 @@ def _volume_check(rows: int, base_rows: int, policy: gate_policy.GatePolicy, bas
     }
 
 
+# How each row-level check is named in a blocking entry.
+_ROW_MEASURES = {"domain": "OUT_OF_DOMAIN", "event_time": "EVENT_TIME_OUTSIDE_SPAN", "derived": "DERIVED_MISMATCH",
+                 "label_missing": "LABEL_MISSING", "label_constant": "LABEL_CONSTANT", "label_classes": "LABEL_CLASSES",
+                 "label_ks": "LABEL_KS", "label_scale": "LABEL_SCALE", "label_uncomputable": "LABEL_UNCOMPUTABLE"}
+_ROW_KINDS = {"domain": "domain", "event_time": "consistency", "derived": "consistency"}
+
+
+def row_checks(row_facts: dict, policy: gate_policy.GatePolicy, span: int | None) -> dict:
+    """The row-level checks of a span from what `scan_rows` counted (pure).
+
+    Returns:
+      {"domains": [...], "consistency": [...], "label": {"checks", "facts", "reference", ...}}.
+    """
+    alpha = policy.share_alpha
+    accepted = row_facts.get("accepted_values") or {}
+    domains = {name: domains_lib.Domain.from_entry(name, policy.domains[name]).with_accepted(accepted.get(name))
+               for name in row_facts.get("domains") or {}}
+    out: dict = {
+        "domains": [domains_lib.judge(domains[name], counted, alpha)
+                    for name, counted in sorted((row_facts.get("domains") or {}).items())],
+        "consistency": [],
+        # Features whose values are of another type than the schema's (ExampleValidator reports them).
+        "mistyped": dict(row_facts.get("mistyped") or {}),
+        # The value sets' values accepted since calibration, with this span's (the next span's, if it passes).
+        "accepted_values": _accepted(accepted, row_facts.get("domains") or {}),
+    }
+    if row_facts.get("consistency"):
+        out["consistency"] = consistency_lib.judge(row_facts["consistency"], policy.consistency, alpha)
+    label = row_facts.get("label")
+    if label is not None and label.get("facts") is not None:
+        reference = label.get("reference") or []
+        checks = label_lib.judge(label["facts"], reference, policy.label, alpha, label["name"], span)
+        spans_kept = int((policy.label or {}).get("reference_spans") or label.get("reference_spans") or 6)
+        out["label"] = {**label, "checks": checks,
+                        "next_reference": label_lib.next_reference(label["facts"], reference, span, spans_kept)}
+    elif label is not None:
+        out["label"] = label
+    return out
+
+
+def _accepted(before: dict, counted: dict) -> dict:
+    """Values outside each calibrated set, from the passed spans before and this one; a set
+    that has taken more than MAX_ACCEPTED is open (its entry says so, and it stops growing)."""
+    out = {}
+    for name in sorted(set(before) | {n for n, c in counted.items() if c.get("new_values")}):
+        values = sorted({*before.get(name, []), *counted.get(name, {}).get("new_values", [])}, key=str)
+        out[name] = values[:domains_lib.MAX_ACCEPTED]
+    return out
+
+
 def evaluate_gate(
     statistics,
     schema,
@@ -195,6 +256,8 @@ def evaluate_gate(
     baseline_statistics,
     policy: gate_policy.GatePolicy | None = None,
     baseline_span: int | None = None,
+    row_facts: dict | None = None,
+    span: int | None = None,
 ) -> dict:
     """Pure decision: returns the report dict (no I/O).
 
@@ -205,6 +268,8 @@ def evaluate_gate(
       baseline_statistics: statistics of the baseline span (same split), or None.
       policy: the calibrated limits (gate.yaml); None applies the strict defaults.
       baseline_span: the baseline's span number, for the messages.
+      row_facts: what `scan_rows` counted over the span's rows (None: no row-level checks).
+      span: the new span's number (the label's reference is kept by span).
     """
     policy = policy or gate_policy.GatePolicy()
     features = sorted(f.name for f in schema.feature)
@@ -234,6 +299,13 @@ def evaluate_gate(
     for d in drift:
         if d["drifted"]:
             blocking.append(_blocking(d["feature"], "drift", d["measure"].upper(), d["description"]))
+    rows = row_checks(row_facts, policy, span) if row_facts is not None else None
+    if rows is not None:
+        label_checks = (rows.get("label") or {}).get("checks") or []
+        for c in [*rows["domains"], *rows["consistency"], *label_checks]:
+            if c["failed"]:
+                blocking.append(_blocking(c["feature"], _ROW_KINDS.get(c["check"], "label"), _ROW_MEASURES[c["check"]],
+                                          c["description"]))
     return {
         "passed": not blocking,
         "blocking_features": sorted({e["feature"] for e in blocking}),
@@ -246,7 +318,45 @@ def evaluate_gate(
         "policy": "calibrated" if policy.calibration else "defaults",
         "calibration": dict(policy.calibration),
         "rows": measures.num_examples(statistics),
+        **({"row_checks": rows, "domain_opt_out": dict(policy.domain_opt_out), "no_domain": dict(policy.no_domain)}
+           if rows is not None else {}),
     }
+
+
+def scan_rows(example_files: list[str], schema, policy: gate_policy.GatePolicy,
+              consistency: consistency_lib.SpanConsistency | None, label: dict | None, span: int,
+              baseline_report: dict | None) -> dict:
+    """Reads every row of the span once and counts what the row-level checks judge.
+
+    Args:
+      example_files: the span's gzipped TFRecord files of tf.Examples (every split).
+      label: {"fn", "name", "kind"} of the pipeline's label, or None.
+      baseline_report: the baseline's report.json (its label reference), or None.
+    """
+    accepted = ((baseline_report or {}).get("row_checks") or {}).get("accepted_values") or {}
+    domains = {name: domains_lib.Domain.from_entry(name, entry).with_accepted(accepted.get(name))
+               for name, entry in policy.domains.items() if name not in policy.domain_opt_out}
+    label_spec = None
+    label_note = None
+    if label:
+        try:
+            label_lib.load_fn(label["fn"])
+            label_spec = (label["fn"], label["kind"])
+        except label_lib.LabelError as e:
+            if label.get("explicit"):
+                raise
+            label_note = f"the label is not checked: {e} (define label_fn and call it from preprocessing_fn)"
+    scan = rows_lib.SpanScan(schema, domains=domains, consistency=(consistency, span) if consistency else None,
+                             label=label_spec).scan(example_files)
+    facts: dict = {"rows": scan.rows, "mistyped": dict(scan.mistyped), "accepted_values": accepted,
+                   "domains": {name: t.to_dict() for name, t in scan.domains.items() if name not in scan.mistyped}}
+    if scan.consistency is not None:
+        facts["consistency"] = scan.consistency.to_dict()
+    if label:
+        reference = ((baseline_report or {}).get("row_checks") or {}).get("label", {}).get("next_reference") or []
+        facts["label"] = {"name": label["name"], "fn": label["fn"], "kind": label["kind"], "note": label_note,
+                          "facts": scan.label.facts() if scan.label else None, "reference": reference}
+    return facts
 
 
 @component
@@ -262,6 +372,10 @@ def DataGate(
     # The calibrated limits (gate.yaml) as JSON: an execution property, so a changed
     # policy re-runs the gate instead of reusing a cached verdict.
     policy: Parameter[str] = "",
+    # The pipeline's span consistency (the config's `span_consistency:`) as JSON.
+    span_consistency: Parameter[str] = "",
+    # The label as the pipeline computes it: {"fn", "name", "kind", "explicit"} as JSON.
+    label: Parameter[str] = "",
 ) -> None:
     """Passes the new span on, or fails the run naming the features that stopped it."""
     schema_proto = tfdv.load_schema_text(io_utils.get_only_uri_in_dir(schema.uri))
@@ -275,8 +389,18 @@ def DataGate(
         by_split[split] = anomalies_util.load_anomalies_binary(path) if os.path.exists(path) else anomalies_pb2.Anomalies()
     span = examples.get_int_custom_property("span")
     baseline_span = baseline.get_int_custom_property("span") if baseline else None
-    limits = gate_policy.from_dict(json.loads(policy)) if policy else None
-    result = evaluate_gate(current, schema_proto, by_split, baseline_stats, limits, baseline_span)
+    limits = gate_policy.from_dict(json.loads(policy)) if policy else gate_policy.GatePolicy()
+    baseline_report = None
+    if baseline is not None and os.path.exists(os.path.join(baseline.uri, REPORT_FILE)):
+        with open(os.path.join(baseline.uri, REPORT_FILE), encoding="utf-8") as f:
+            baseline_report = json.load(f)
+    consistency = None
+    if span_consistency:
+        consistency = consistency_lib.SpanConsistency.from_dict(json.loads(span_consistency), "span_consistency")
+    span_files = rows_lib.split_files(examples.uri, artifact_utils.decode_split_names(examples.split_names))
+    row_facts = scan_rows(span_files, schema_proto, limits, consistency, json.loads(label) if label else None, span,
+                          baseline_report)
+    result = evaluate_gate(current, schema_proto, by_split, baseline_stats, limits, baseline_span, row_facts, span)
     result["span"] = span
     result["baseline_span"] = baseline_span
     result["drift_split"] = drift_split

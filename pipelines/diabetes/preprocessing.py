@@ -20,6 +20,12 @@ def _label(label):
     return tf.cast(label, tf.float32)
 
 
+def label_fn(inputs):
+    """The label of each example: `preprocessing_fn` calls it, and the data gate calls it on
+    each new span's raw examples to check the label's health (plain TensorFlow, no tft)."""
+    return _label(_dense(inputs[features.LABEL_KEY]))
+
+
 def preprocessing_fn(inputs):
     """Maps raw features to model inputs; the same graph runs at training and serving.
 
@@ -48,5 +54,5 @@ def preprocessing_fn(inputs):
             num_oov_buckets=features.OOV_SIZE,
             vocab_filename=features.transformed_name(key),
         )
-    outputs[features.LABEL_XF] = _label(_dense(inputs[features.LABEL_KEY]))
+    outputs[features.LABEL_XF] = label_fn(inputs)
     return outputs

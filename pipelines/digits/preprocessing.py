@@ -20,6 +20,12 @@ def decode_images(encoded: tf.Tensor, size: int, channels: int = features.CHANNE
     return tf.cast(images, tf.float32) / 255.0
 
 
+def label_fn(inputs):
+    """The digit (0-9) of each example: `preprocessing_fn` calls it, and the data gate calls it on
+    each new span's raw examples to check the label's health (plain TensorFlow, no tft)."""
+    return tf.reshape(tf.cast(inputs[features.LABEL_KEY], tf.int64), [-1])
+
+
 def preprocessing_fn(inputs):
     """Decodes the images and standardises pixels with the training window's mean and
     standard deviation (Transform analyzers), so serving normalises exactly as training did.
@@ -33,5 +39,5 @@ def preprocessing_fn(inputs):
     pixels = decode_images(inputs[features.IMAGE_KEY], features.RAW_IMAGE_SIZE)
     return {
         features.IMAGE_XF: tft.scale_to_z_score(pixels),
-        features.LABEL_XF: tf.reshape(tf.cast(inputs[features.LABEL_KEY], tf.int64), [-1]),
+        features.LABEL_XF: label_fn(inputs),
     }

@@ -17,6 +17,22 @@ def _fill_in_missing(x):
     return tf.squeeze(dense, axis=1)
 
 
+def label_fn(inputs):
+    """The label: 1 when the tip is more than BIG_TIP_FRACTION of the fare, else 0.
+
+    `preprocessing_fn` calls it for the label; the data gate calls it on each new span's raw
+    examples to check the label's health (components/data_gate/label.py), so it is plain
+    TensorFlow (no tft analyzers): it runs outside Transform too.
+    """
+    fare = tf.cast(_fill_in_missing(inputs[features.FARE_KEY]), tf.float32)
+    tips = tf.cast(_fill_in_missing(inputs[features.LABEL_KEY]), tf.float32)
+    return tf.where(
+        tf.math.is_nan(fare),
+        tf.zeros_like(fare, dtype=tf.int64),
+        tf.cast(tips > fare * features.BIG_TIP_FRACTION, tf.int64),
+    )
+
+
 def preprocessing_fn(inputs):
     """Maps raw features to model inputs; the same graph runs at training and serving.
 
@@ -48,11 +64,5 @@ def preprocessing_fn(inputs):
             _fill_in_missing(inputs[key]), 0, num_values - 1
         )
 
-    fare = tf.cast(_fill_in_missing(inputs[features.FARE_KEY]), tf.float32)
-    tips = tf.cast(_fill_in_missing(inputs[features.LABEL_KEY]), tf.float32)
-    outputs[features.LABEL_XF] = tf.where(
-        tf.math.is_nan(fare),
-        tf.zeros_like(fare, dtype=tf.int64),
-        tf.cast(tips > fare * features.BIG_TIP_FRACTION, tf.int64),
-    )
+    outputs[features.LABEL_XF] = label_fn(inputs)
     return outputs

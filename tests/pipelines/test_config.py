@@ -129,3 +129,29 @@ def test_tflite_is_off_unless_enabled_and_on_for_digits():
     assert config_lib.from_dict(_base()).tflite_settings is None
     lite = config_lib.load(DIGITS_CONFIG).tflite_settings
     assert lite["signature"] == "pixels" and lite["variants"] == ["float", "dynamic_range", "int8"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"span_consistency": {"event_time": {"feature": "pickup_time"}}},
+     "span_consistency: feature(s) not in the schema: pickup_time"),
+    ({"span_consistency": {"event_time": {"feature": "trip_start_timestamp"}, "derived": {"fare": "hour"},
+                           "tolerance_hours": "one"}}, "span_consistency.tolerance_hours: expected float"),
+    ({"span_consistency": {"event_time": {"feature": "trip_start_timestamp", "unit": "seconds"}}},
+     "span_consistency.event_time.unit: 'seconds' is not one of"),
+    ({"label_fn": "label_fn"}, "label_fn: expected a dotted path"),
+    ({"new_span": {"min_examples": 0}}, "new_span.min_examples: must be at least 2"),
+])
+def test_row_check_blocks_are_validated_at_load(change, message):
+    with pytest.raises(config_lib.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        config_lib.load(TAXI_CONFIG, change)
+
+
+def test_the_taxi_config_declares_its_event_time_and_label():
+    c = config_lib.load(TAXI_CONFIG)
+    settings = c.consistency_settings
+    assert settings.event_time.feature == "trip_start_timestamp" and settings.event_time.unit == "s"
+    assert settings.derived == {"trip_start_hour": "hour", "trip_start_day": "weekday_sun1", "trip_start_month": "month"}
+    assert c.label_function == "pipelines.taxi.preprocessing.label_fn" and c.label_kind == "classes"
+    # Without label_fn, the function beside preprocessing_fn is the label's.
+    other = config_lib.from_dict(_base())
+    assert other.label_function == "a.label_fn" and not other.consistency_settings.enabled
