@@ -19,7 +19,7 @@ from components.approval_gate import ApprovalGate
 from components.atomic_pusher.component import AtomicPusher
 from components.data_gate import measures as gate_measures
 from components.data_gate.component import DataGate, DataGateReport
-from components.evaluator import regression_metrics
+from components.evaluator import new_span, regression_metrics
 from components.evaluator.component import Evaluator
 from components.example_gen.component import CsvExampleGen
 from components.serving_check import ServingCheck
@@ -156,7 +156,9 @@ def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
             )
         ],
         slicing_specs=[tfma.SlicingSpec()]
-        + [tfma.SlicingSpec(feature_keys=[f]) for f in config.slice_features],
+        + [tfma.SlicingSpec(feature_keys=[f]) for f in config.slice_features]
+        # Each span of the window (the Evaluator tags the examples): the new span alone.
+        + ([tfma.SlicingSpec(feature_keys=[new_span.SPAN_FEATURE])] if config.new_span_settings.enabled else []),
         metrics_specs=[
             tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *_metrics(config)])
         ],
@@ -283,7 +285,9 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     ).with_id(nodes.BASELINE_RESOLVER)
 
     # Stops the run before Transform/Trainer on schema anomalies, incompleteness, a volume
-    # change, or drift of any watched feature beyond its calibrated limit (gate.yaml).
+    # change, drift of any watched feature beyond its calibrated limit (gate.yaml), or, over
+    # every row: values outside a feature's domain, event times outside the span or derived
+    # fields that disagree with them, and a label (as label_fn computes it) gone wrong.
     data_gate = DataGate(
         examples=example_gen.outputs["examples"],
         statistics=statistics_gen.outputs["statistics"],
@@ -291,6 +295,10 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         anomalies=example_validator.outputs["anomalies"],
         baseline=baseline_resolver.outputs["report"],
         policy=gate_policy_json,
+        span_consistency=json.dumps(config.consistency_settings.to_dict(), sort_keys=True)
+        if config.consistency_settings.enabled else "",
+        label=json.dumps({"fn": config.label_function, "name": config.label_key, "kind": config.label_kind,
+                          "explicit": config.label_fn is not None}, sort_keys=True),
     )
 
     # The served model's traffic (its sampled request logs) vs the data it was trained on,
@@ -401,7 +409,8 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     # Candidate vs baseline on the eval splits of the window (the new span included): records
     # hash to the same split in every run, so neither model has trained on them, and both
     # are scored on the same examples (a seeded sample of them above max_eval_examples). A
-    # drop vs the baseline refuses only when significant.
+    # drop vs the baseline refuses only when significant; so does a collapse of the
+    # baseline's quality on the new span alone (bad data, not a worse model).
     evaluator = Evaluator(
         examples=window_resolver.outputs["examples"],
         model=trainer.outputs["model"],
@@ -410,6 +419,8 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         significance_level=config.significance_level,
         min_eval_examples=config.min_eval_examples,
         max_eval_examples=config.max_eval_examples,
+        key_metric=tasks.KEY_METRICS[config.task][0],
+        new_span=config.new_span_settings.to_dict(),
     )
 
     # Only a blessed model goes on: otherwise both nodes below are skipped, not run.

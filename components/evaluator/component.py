@@ -24,13 +24,14 @@ class Evaluator(tfx.components.Evaluator):
     Same inputs and outputs; the node id stays `Evaluator`. `significance_level` and
     `min_eval_examples` become the `significance` execution property (so changing them
     re-runs the evaluation rather than reusing a cached verdict), with `max_eval_examples`
-    (above it, a seeded sample of the eval split is evaluated: executor.py).
+    (above it, a seeded sample of the eval split is evaluated: executor.py), and the
+    new-span check's settings with the task's key metric (new_span.py).
     """
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
     def __init__(self, *, significance_level: float, min_eval_examples: int, max_eval_examples: int = 0,
-                 **kwargs):
+                 key_metric: str | None = None, new_span: dict | None = None, **kwargs):
         super().__init__(**kwargs)
         # TFX's __init__ builds (and validates) its own spec; extend it with the parameter.
         old = self.spec
@@ -39,5 +40,6 @@ class Evaluator(tfx.components.Evaluator):
             **old.outputs,
             **old.exec_properties,
             significance=json.dumps({"level": significance_level, "min_examples": min_eval_examples,
-                                     "max_examples": max_eval_examples}, sort_keys=True),
+                                     "max_examples": max_eval_examples, "key_metric": key_metric,
+                                     "new_span": new_span or {}}, sort_keys=True),
         )

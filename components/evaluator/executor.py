@@ -13,6 +13,11 @@ rows. The sample keeps each example whose keyed hash (SipHash, key SAMPLE_SEED) 
 below the rate, so it is the same examples for the candidate and the baseline and in every
 run over the same data; its size is in the verdict, and the confidence intervals TFMA
 computes on it are the ones judged.
+
+Every eval example is also tagged with its span (`new_span.SPAN_FEATURE`, appended to its
+bytes as it is copied), so TFMA reports both models on each span of the window in the same
+pass, and `new_span.judge` refuses a candidate when the baseline's quality collapses on the
+new span: evidence of bad data, said so in the reason.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
-from components.evaluator import significance
+from components.evaluator import new_span, significance
 
 logger = logging.getLogger(__name__)
 
@@ -71,24 +76,32 @@ def _count(ds) -> int:
     return int(ds.batch(8192).reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.size(b, out_type=tf.int64)))
 
 
-def sample_examples(artifacts: list, splits: list[str], rate: float, out_dir: str) -> tuple[list, int]:
-    """Copies of the Examples artifacts whose splits hold the seeded sample; and its size."""
+def sample_examples(artifacts: list, splits: list[str], rate: float | None, out_dir: str) -> tuple[list, int]:
+    """Copies of the Examples artifacts whose splits hold the seeded sample (every example
+    when `rate` is None), each example tagged with its artifact's span; and their count.
+
+    The sample is decided on the untagged bytes, so it is the one earlier runs drew.
+    """
     import tensorflow as tf
     from tfx.types import standard_artifacts
 
-    threshold = int(rate * _HASH_BUCKETS)
+    threshold = int((rate or 1.0) * _HASH_BUCKETS)
     copies, kept = [], 0
     for i, artifact in enumerate(artifacts):
         copy = standard_artifacts.Examples()
         copy.mlmd_artifact.CopyFrom(artifact.mlmd_artifact)
         copy.uri = os.path.join(out_dir, str(i))
+        tag = tf.constant(new_span.tag_bytes(artifact.get_int_custom_property("span")))
         for split in splits:
             files = _split_files(artifact, split)
             target = artifact_utils.get_split_uri([copy], split)
             tf.io.gfile.makedirs(target)
-            # A batch at a time: the keyed hash and the mask run once per 8,192 records.
-            sample = _dataset(files).batch(8192).map(lambda b: tf.boolean_mask(
-                b, tf.strings.to_hash_bucket_strong(b, _HASH_BUCKETS, [SAMPLE_SEED, SAMPLE_SEED]) < threshold)).unbatch()
+            # A batch at a time: the keyed hash, the mask and the tag run once per 8,192 records.
+            batches = _dataset(files).batch(8192) if files else tf.data.Dataset.from_tensors(tf.constant([], tf.string))
+            if rate is not None:
+                batches = batches.map(lambda b: tf.boolean_mask(
+                    b, tf.strings.to_hash_bucket_strong(b, _HASH_BUCKETS, [SAMPLE_SEED, SAMPLE_SEED]) < threshold))
+            sample = batches.map(lambda b: tf.strings.join([b, tf.fill(tf.shape(b), tag)])).unbatch()
             path = os.path.join(target, "sample.gz")
             tf.data.experimental.TFRecordWriter(path, compression_type="GZIP").write(sample)
             kept += _count(tf.data.TFRecordDataset(path, compression_type="GZIP"))
@@ -104,22 +117,27 @@ class Executor(evaluator_executor.Executor):
         sample = None
         sample_dir = os.path.join(self._get_tmp_dir(), "eval-sample")
         try:
+            examples = input_dict[standard_component_specs.EXAMPLES_KEY]
+            rate = None
             if limit:
-                examples = input_dict[standard_component_specs.EXAMPLES_KEY]
                 available = count_examples(examples, splits)
                 if available > limit:
-                    copies, kept = sample_examples(examples, splits, limit / available, sample_dir)
-                    sample = {"eval_examples_available": available, "eval_examples_sampled": kept,
-                              "max_eval_examples": limit, "seed": SAMPLE_SEED}
-                    logger.info("Evaluating a seeded sample of %d of %d eval examples (max_eval_examples %d)",
-                                kept, available, limit)
-                    input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: copies}
+                    rate = limit / available
+            # Tagged with their spans (and sampled above max_eval_examples).
+            copies, kept = sample_examples(examples, splits, rate, sample_dir)
+            if rate is not None:
+                sample = {"eval_examples_available": available, "eval_examples_sampled": kept,
+                          "max_eval_examples": limit, "seed": SAMPLE_SEED}
+                logger.info("Evaluating a seeded sample of %d of %d eval examples (max_eval_examples %d)",
+                            kept, available, limit)
+            input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: copies}
             super().Do(input_dict, output_dict, exec_properties)
         finally:
             shutil.rmtree(sample_dir, ignore_errors=True)
-        self._judge(output_dict, settings, sample)
+        newest = max((a.get_int_custom_property("span") for a in examples), default=None)
+        self._judge(output_dict, settings, sample, newest)
 
-    def _judge(self, output_dict: dict[str, list], settings: dict, sample: dict | None) -> None:
+    def _judge(self, output_dict: dict[str, list], settings: dict, sample: dict | None, newest: int | None) -> None:
         evaluation = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
         blessings = output_dict.get(standard_component_specs.BLESSING_KEY) or []
         if not blessings or not blessings[0].has_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY):
@@ -132,6 +150,16 @@ class Executor(evaluator_executor.Executor):
         verdict["tfma_validation_ok"] = not failures
         if sample:
             verdict["sample"] = sample
+        span_settings = new_span.NewSpanSettings.from_dict(settings.get("new_span"), "new_span")
+        if span_settings.enabled and newest is not None and settings.get("key_metric"):
+            check = new_span.judge(significance.read_slices(evaluation, new_span.SPAN_FEATURE), metrics, newest,
+                                   settings["key_metric"], span_settings)
+            verdict["new_span"] = check
+            if check["collapsed"]:
+                verdict["blessed"] = False
+                verdict["refused_for_data"] = True
+                verdict["reasons"].append(check["refusal"])
+            logger.info("New span %s: %s", newest, check.get("reason"))
         io_utils.write_string_file(
             os.path.join(evaluation, significance.VERDICT_FILE), json.dumps(verdict, indent=2, sort_keys=True)
         )

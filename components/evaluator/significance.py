@@ -128,6 +128,39 @@ def _relative_note(threshold: dict[str, Any]) -> str:
     return f" = {threshold['relative']:.0%} of the baseline" if "relative" in threshold else ""
 
 
+def _metric_entries(record) -> list[dict]:
+    """One slice's metrics: name, model, is_diff, value, std_error and dof (None without intervals)."""
+    metrics = []
+    for kv in record.metric_keys_and_values:
+        if not kv.value.HasField("double_value"):
+            continue
+        entry = {
+            "name": kv.key.name, "model": kv.key.model_name or CANDIDATE, "is_diff": kv.key.is_diff,
+            "value": kv.value.double_value.value, "std_error": None, "dof": None,
+        }
+        if kv.HasField("confidence_interval"):
+            # The value is TFMA's unsampled point estimate; the interval's standard
+            # error and degrees of freedom come from the jackknife or bootstrap samples.
+            ci = kv.confidence_interval
+            if ci.standard_error.HasField("double_value"):
+                entry["std_error"] = ci.standard_error.double_value.value
+                entry["dof"] = int(ci.degrees_of_freedom.value)
+        metrics.append(entry)
+    return metrics
+
+
+def read_slices(evaluation_uri: str, column: str) -> dict:
+    """The metrics of each slice of one feature (value -> `_metric_entries`)."""
+    import tensorflow_model_analysis as tfma
+
+    out = {}
+    for record in tfma.load_metrics(evaluation_uri):
+        keys = record.slice_key.single_slice_keys
+        if len(keys) == 1 and keys[0].column == column:
+            out[getattr(keys[0], keys[0].WhichOneof("kind"))] = _metric_entries(record)
+    return out
+
+
 def read_tfma(evaluation_uri: str) -> tuple[list[dict], list[dict]]:
     """The overall slice's metrics (with intervals) and the validation failures TFMA wrote."""
     import tensorflow_model_analysis as tfma
@@ -136,21 +169,7 @@ def read_tfma(evaluation_uri: str) -> tuple[list[dict], list[dict]]:
     for record in tfma.load_metrics(evaluation_uri):
         if record.slice_key.single_slice_keys:
             continue
-        for kv in record.metric_keys_and_values:
-            if not kv.value.HasField("double_value"):
-                continue
-            entry = {
-                "name": kv.key.name, "model": kv.key.model_name or CANDIDATE, "is_diff": kv.key.is_diff,
-                "value": kv.value.double_value.value, "std_error": None, "dof": None,
-            }
-            if kv.HasField("confidence_interval"):
-                # The value is TFMA's unsampled point estimate; the interval's standard
-                # error and degrees of freedom come from the jackknife or bootstrap samples.
-                ci = kv.confidence_interval
-                if ci.standard_error.HasField("double_value"):
-                    entry["std_error"] = ci.standard_error.double_value.value
-                    entry["dof"] = int(ci.degrees_of_freedom.value)
-            metrics.append(entry)
+        metrics += _metric_entries(record)
     failures = []
     validation = tfma.load_validation_result(evaluation_uri)
     for v in validation.metric_validations_per_slice:
