@@ -165,6 +165,50 @@ def _model_card(card: dict) -> str:
             ]))
 
 
+def _row_checks(gate: dict) -> list[str]:
+    """The gate's row-level checks: domains, span consistency, the label (failed first), and
+    why a feature has no domain."""
+    checks = record_lib.row_check_list(gate)
+    if not checks:
+        return []
+    checks = sorted(checks, key=lambda c: (not c["failed"], c.get("p_value", 1.0) if c.get("p_value") is not None else 1.0))
+    failed = sum(c["failed"] for c in checks)
+    label = (gate.get("row_checks") or {}).get("label") or {}
+    out = [f"<h3>Row checks over every row of the span: {failed} failed</h3>",
+           "<p>Domains learned from history (value sets and ranges), span consistency (event times in the span's"
+           " period, derived fields recomputed from them) and the label as <code>" + _e(label.get("fn")) +
+           "</code> computes it.</p>"
+           f"<details{' open' if failed else ''}><summary>every row check, failed first</summary>"
+           "<table><tr><th>feature</th><th>check</th><th>what was found</th><th>result</th></tr>" + "".join(
+               f"<tr><td>{_e(c['feature'])}</td><td>{_e(c['check'])}</td><td>{_e(c['description'])}</td>"
+               f"<td>{_yes_no(not c['failed'], 'within', 'FAILED')}</td></tr>" for c in checks) + "</table></details>"]
+    if label.get("note"):
+        out.append(f"<p class=muted>{_e(label['note'])}</p>")
+    reasons = [(k, "opted out: " + v) for k, v in sorted((gate.get("domain_opt_out") or {}).items())]
+    reasons += sorted((gate.get("no_domain") or {}).items())
+    if reasons:
+        out.append("<p>Features without a domain check, and why:</p><table><tr><th>feature</th><th>reason</th></tr>"
+                   + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in reasons) + "</table>")
+    return out
+
+
+def _new_span(check: dict | None) -> list[str]:
+    """The Evaluator's new-span block: both models on the newest span, and the per-span trail."""
+    if not check:
+        return []
+    title = ("not judged" if not check.get("judged") else "COLLAPSED: refused as bad data" if check["collapsed"]
+             else "no collapse")
+    rows = "".join(
+        f"<tr><td>{_e(s['span'])}</td><td>{_e(s['examples'])}</td><td>{_e(None if s.get('baseline') is None else round(s['baseline'], 4))}</td>"
+        f"<td>{_e(None if s.get('z') is None else round(s['z'], 2))}</td></tr>" for s in check.get("spans") or [])
+    return [f"<h3>The new span alone ({_e(check['span'])}): {_e(title)}</h3>",
+            f"<p>{_e(record_lib.new_span_note({'new_span': check}))}</p>",
+            f"<p class=muted>{_e(check.get('refusal') or check.get('reason'))}</p>",
+            f"<details><summary>the baseline's {_e(check['metric'])} on each span of the window (z: its drop in"
+            " standard errors)</summary><table><tr><th>span</th><th>eval examples</th><th>baseline</th><th>z</th></tr>"
+            + rows + "</table></details>"]
+
+
 def render(r: dict) -> str:
     push = r.get("push") or {}
     outcome = r.get("outcome", "?")
@@ -237,6 +281,7 @@ def render(r: dict) -> str:
         if gate.get("opt_out"):
             out.append("<p>Not watched for drift (opted out in the gate policy):</p><table><tr><th>feature</th><th>reason</th></tr>" + "".join(
                 f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in sorted(gate["opt_out"].items())) + "</table>")
+        out += _row_checks(gate)
     skew = r.get("serving_skew")
     if skew:
         title = ("not checked" if not skew.get("checked") else "none" if not skew.get("skewed_features")
@@ -298,6 +343,7 @@ def render(r: dict) -> str:
                 f"{_e(': ' + '; '.join(verdict['reasons'])) if verdict.get('reasons') else ''}</p>")
             if record_lib.sample_note(verdict):
                 out.append(f"<p>Evaluated on {_e(record_lib.sample_note(verdict))}.</p>")
+            out += _new_span(verdict.get("new_span"))
             if verdict.get("comparisons"):
                 out.append("<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>difference</th><th>interval</th><th>tolerated drop</th><th>verdict</th></tr>" + "".join(
                     f"<tr><td>{_e(c['metric'])}</td><td>{_e(_fmt(c.get('candidate')))}</td><td>{_e(_fmt(c.get('baseline')))}</td><td>{_e(_fmt(c.get('difference')))}</td>"

@@ -198,22 +198,52 @@ def sample_note(verdict: dict | None) -> str | None:
             "are computed on the sample")
 
 
+def row_check_list(gate: dict | None) -> list[dict]:
+    """Every row-level check of a gate report (domains, consistency, the label), without the
+    label's reference facts: what summaries and reports list."""
+    rows = (gate or {}).get("row_checks") or {}
+    return [*(rows.get("domains") or []), *(rows.get("consistency") or []), *((rows.get("label") or {}).get("checks") or [])]
+
+
+def new_span_note(verdict: dict | None) -> str | None:
+    """One line on the new span alone (the Evaluator's slice of the newest span), or None."""
+    check = (verdict or {}).get("new_span")
+    if not check:
+        return None
+    def shown(entry):
+        if not entry:
+            return "n/a"
+        bounds = entry.get("interval")
+        return f"{entry['value']:.4g}" + (f" [{bounds[0]:.3g}, {bounds[1]:.3g}]" if bounds else "")
+    head = (f"span {check['span']} ({check['examples']} eval examples): {check['metric']} candidate"
+            f" {shown(check.get('candidate'))}, baseline {shown(check.get('baseline'))} vs {shown(check.get('baseline_window'))}"
+            " on the window")
+    if not check.get("judged"):
+        return f"{head}; {check.get('reason')}"
+    return f"{head}; {'COLLAPSED: refused as bad data' if check['collapsed'] else 'no collapse'} (z {check['z']:.2f}," \
+           f" allowed {check['z_allowed']:.2f})"
+
+
 def evaluation(evaluation_uri: str, eval_config_json: str | None = None) -> dict:
     """TFMA's metrics per slice and model, its validation, the thresholds and the verdict."""
     import tensorflow_model_analysis as tfma  # heavy; only where an evaluation exists
 
     overall: dict[str, dict] = {}
     slices: dict[str, dict] = {}
+    by_span: dict[str, dict] = {}
     for record in tfma.load_metrics(evaluation_uri):
         keys = record.slice_key.single_slice_keys
         slice_name = "overall" if not keys else ", ".join(
             f"{k.column}={getattr(k, k.WhichOneof('kind'))}" for k in keys)
+        if len(keys) == 1 and keys[0].column == layout.SPAN_SLICE_FEATURE:
+            slice_name = str(keys[0].int64_value)
         for kv in record.metric_keys_and_values:
             if not kv.value.HasField("double_value"):
                 continue
             model = kv.key.model_name or "candidate"
             role = f"{model}_diff" if kv.key.is_diff else model
-            target = overall if not keys else slices.setdefault(slice_name, {})
+            spans_slice = len(keys) == 1 and keys[0].column == layout.SPAN_SLICE_FEATURE
+            target = overall if not keys else (by_span if spans_slice else slices).setdefault(slice_name, {})
             target.setdefault(kv.key.name, {})[role] = round(kv.value.double_value.value, 5)
             ci = kv.confidence_interval
             if ci.HasField("lower_bound") and ci.lower_bound.HasField("double_value"):
@@ -242,6 +272,8 @@ def evaluation(evaluation_uri: str, eval_config_json: str | None = None) -> dict
     return {
         "overall": overall,
         "slices": dict(sorted(slices.items())),
+        # Both models on each span of the window (the Evaluator's span tag), by span.
+        "spans": dict(sorted(by_span.items())),
         "validation_ok": validation.validation_ok,
         "failures": failures,
         "thresholds": thresholds,

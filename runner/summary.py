@@ -20,7 +20,7 @@ _SUMMARY_KEYS = (
     "data_gate", "serving_skew", "training", "evaluation", "blessed", "serving_check", "pushed", "outcome", "error",
 )
 _GATE_KEYS = ("passed", "blocking_features", "anomalies", "drift", "completeness", "volume", "opt_out",
-              "baseline_span", "report")
+              "baseline_span", "report", "domain_opt_out", "no_domain")
 
 _SKEW_KEYS = ("checked", "passed", "action", "skewed_features", "anomalies", "reason", "served_version", "training_span",
               "logged_requests", "examples", "report")
@@ -63,7 +63,8 @@ def build_summary(record: RunRecord) -> dict:
         "beam": {k: {"profile": v["profile"], "reason": v["reason"]} for k, v in record.beam.items()},
         "rows": record.data.get("rows"),
         "window_spans": sorted(w["span"] for w in window) if window else None,
-        "data_gate": {k: gate.get(k) for k in _GATE_KEYS} if gate else None,
+        "data_gate": {**{k: gate.get(k) for k in _GATE_KEYS}, "row_checks": record_lib.row_check_list(gate)}
+        if gate else None,
         "serving_skew": {k: record.serving_skew.get(k) for k in _SKEW_KEYS} if record.serving_skew else None,
         "training": {k: v for k, v in record.training.items() if k not in ("loss_curve", "final_metrics")} or None
         if record.training else None,
@@ -129,8 +130,24 @@ def format_summary(summary: dict) -> str:
                 lines.append(f"  volume           {gate['volume']['description']}")
         else:
             lines.append("  checks           no baseline span yet: schema and completeness only")
+        rows = gate.get("row_checks")
+        if rows:
+            kinds = {}
+            for c in rows:
+                kinds.setdefault(c["check"].split("_")[0], []).append(c)
+            closest = min(rows, key=lambda c: c.get("p_value", 1.0) if c.get("p_value") is not None else 1.0)
+            parts = [f"{len(kinds.get('domain', []))} domains"]
+            if "event" in kinds:
+                parts.append(f"event time + {len(kinds.get('derived', []))} derived fields")
+            if "label" in kinds:
+                parts.append(f"label {kinds['label'][0]['feature']} ({len(kinds['label'])} checks)")
+            lines.append(f"  row checks       {', '.join(parts)} over every row"
+                         + (f"; closest to its limit: {closest['feature']} {closest['check']} p = {closest['p_value']:.2g}"
+                            if closest.get("p_value") is not None and closest["p_value"] < 1 else ""))
         if gate.get("opt_out"):
             lines.append(f"  not watched      {', '.join(sorted(gate['opt_out']))} (opted out, reasons in the report)")
+        if gate.get("domain_opt_out"):
+            lines.append(f"  no domain        {', '.join(sorted(gate['domain_opt_out']))} (opted out, reasons in the report)")
         lines.append(f"  gate report      {gate['report']}")
     skew = summary.get("serving_skew")
     if skew:
@@ -186,6 +203,8 @@ def format_summary(summary: dict) -> str:
             )
             if record_lib.sample_note(verdict):
                 lines.append(f"  evaluated on     {record_lib.sample_note(verdict)}")
+            if record_lib.new_span_note(verdict):
+                lines.append(f"  new span         {record_lib.new_span_note(verdict)}")
         else:
             for f in ev["failures"]:
                 lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")

@@ -61,6 +61,8 @@ def test_report_values_equal_the_artifacts(pushed):
                if kv.key.name == "sparse_categorical_accuracy" and not kv.key.model_name and not kv.key.is_diff)
     assert report["evaluation"]["overall"]["sparse_categorical_accuracy"]["candidate"] == pytest.approx(acc, abs=1e-5)
     assert len(report["evaluation"]["slices"]) == 10  # one per class
+    # ... and each span of the window apart (the Evaluator's span tag, for the new-span check).
+    assert sorted(report["evaluation"]["spans"]) == ["201604", "201605", "201606"]
     assert report["data_gate"]["passed"] and report["schema"]["sha256"]
     assert report["data"]["window"] and [w["span"] for w in report["data"]["window"]] == [201604, 201605, 201606]
     head = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
