@@ -124,7 +124,10 @@ def test_a_span_of_shifted_classes_is_stopped_by_the_gate(env, first_run):
     rc, summary, err = retrain(env, "--span", "201607")
     assert rc == 3, err[-3000:]
     assert summary["outcome"] == "stopped_by_data_gate"
-    # The class mix drifted; with a fifth of the usual rows the volume check stops it too.
-    assert set(summary["data_gate"]["blocking_features"]) == {"label", "<rows>"}
+    # The class mix drifted (the raw column, and the label as label_fn computes it, against the
+    # spans before); with a fifth of the usual rows the volume check stops it too.
+    assert set(summary["data_gate"]["blocking_features"]) == {"label", "label_xf", "<rows>"}
+    assert any(a["feature"] == "label_xf" and a["reasons"][0]["type"] == "LABEL_CLASSES"
+               for a in summary["data_gate"]["anomalies"])
     assert any(d["feature"] == "label" and d["drifted"] for d in summary["data_gate"]["drift"])
     assert sorted(os.listdir(os.path.join(env["work"], "serving", "digits"))) == before

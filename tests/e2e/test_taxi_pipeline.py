@@ -93,10 +93,9 @@ def executions(env, node: str) -> int:
 
 
 def write_corrupted_span(env, span: int, mutate) -> None:
-    with open(os.path.join(spans.span_dir(TAXI_DATA, 201612), "data.csv"), newline="") as f:
-        rows = list(csv.DictReader(f))
-    header = list(rows[0])
-    rows = [mutate(dict(r)) for r in rows]
+    """December's trips moved into `span`'s month (corpus.move_to_span), then `mutate`d."""
+    header, rows = corpus.read_rows(TAXI_DATA, 201612)
+    rows = [mutate(dict(r)) for r in corpus.move_to_span(rows, span)]
     spans.write_span(env["data"], span, header, [[r[h] for h in header] for r in rows])
 
 
@@ -198,8 +197,11 @@ def test_second_run_of_the_same_span_hits_the_cache(env, first_run):
         (201704, "trip_miles_in_meters", "trip_miles"),  # a unit change: drift, no hand-written comparator
         (201705, "fare_mostly_empty", "fare"),  # empty cells in a required column: completeness
         (201707, "five_percent_of_rows", "<rows>"),  # volume collapse
+        (201709, "timestamp_in_ms", "trip_start_timestamp"),  # event times outside the span: consistency
+        (201710, "community_area_99", "pickup_community_area"),  # a code no month had: domain
+        (201711, "tips_capped_at_20pct", "tips_xf"),  # the label as label_fn computes it: constant
     ],
-    ids=["wrong-type", "unit-change", "mostly-empty", "volume-collapse"],
+    ids=["wrong-type", "unit-change", "mostly-empty", "volume-collapse", "event-time", "domain", "label"],
 )
 def test_corrupted_span_is_stopped_by_the_gate(env, first_run, span, mutate, feature):
     if isinstance(mutate, str):
@@ -227,6 +229,34 @@ def test_corrupted_span_is_stopped_by_the_gate(env, first_run, span, mutate, fea
     assert governance["outcome"] == "stopped_by_data_gate" and governance["model"] is None
     assert feature in governance["data_gate"]["blocking_features"]
     assert "stopped by the data gate" in governance["push"]["reason"]
+
+
+def test_a_month_whose_data_the_served_model_no_longer_fits_is_refused_as_bad_data(tmp_path):
+    """payment_type detached from its trips (a join on the wrong key): every column's
+    distribution is a real month's, so the gate passes it; the baseline, trained before the
+    month arrived, collapses on it, and the candidate is refused with the data named."""
+    env = {"data": str(tmp_path / "data"), "work": str(tmp_path / "work")}
+    for s in (201502, 201503, 201504):
+        shutil.copytree(spans.span_dir(TAXI_DATA, s), spans.span_dir(env["data"], s))
+    config = _config(env, tmp_path / "large.yaml")
+    code, summary, stderr = retrain(env, "--span", "201504", config=config)
+    assert code == 0 and summary["outcome"] == "pushed", stderr[-3000:]
+    corpus.write_corrupted(TAXI_DATA, 201505, corpus.BY_NAME["payment_type_shuffled"], env["data"], 201505)
+    before = versions(env)
+    code, summary, stderr = retrain(env, "--span", "201505", config=config)
+    assert code == 0, stderr[-3000:]
+    assert summary["data_gate"]["passed"]
+    verdict = summary["evaluation"]["significance"]
+    check = verdict["new_span"]
+    assert check["judged"] and check["collapsed"] and check["span"] == 201505
+    assert check["baseline"]["value"] < check["baseline_window"]["value"] - 0.1
+    assert summary["outcome"] == "not_blessed" and versions(env) == before
+    assert any(r.startswith("the data, not the model:") for r in verdict["reasons"])
+    # The governance report shows both models on each span of the window (TFMA's slices).
+    with open(summary["report_json"]) as f:
+        governance = json.load(f)
+    assert governance["evaluation"]["significance"]["new_span"]["collapsed"]
+    assert "201505" in governance["evaluation"]["spans"] and "__span__=201505" not in governance["evaluation"]["slices"]
 
 
 def _config(env, path, hparams=None, **changes) -> str:
@@ -293,9 +323,11 @@ def _fingerprint(env) -> tuple:
         ("truncated_last_line", ["--span", "201803"], "row 72 (line 73): 17 field(s) where the header has 18: the last line is cut short"),
         ("ragged_row", ["--span", "201804"], "more fields than the header"),
         ("non_utf8_bytes", ["--span", "201805"], "not valid UTF-8"),
+        ("binary_at_start", ["--span", "201806"], "line 1 (byte 0): not valid UTF-8"),
+        ("nul_padding_at_end", ["--span", "201807"], "a NUL byte"),
     ],
     ids=["missing-folder", "unknown-span", "bad-span", "unreadable-csv", "schema-mismatch", "truncated", "ragged",
-         "non-utf8"],
+         "non-utf8", "binary-header", "nul-padding"],
 )
 def test_bad_input_names_the_problem_and_touches_nothing(env, first_run, setup, args, message):
     path = None
@@ -333,7 +365,7 @@ def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tm
     assert re.search(r"201611\t.*QUARANTINED by reviewer .*: meter fault found after the fact", listing)
     # A good month arrives after the stopped ones: real trips of another month.
     header, rows = corpus.read_rows(TAXI_DATA, 201609)
-    spans.write_span(env["data"], 201708, header, [[r[h] for h in header] for r in rows])
+    spans.write_span(env["data"], 201708, header, [[r[h] for h in header] for r in corpus.move_to_span(rows, 201708)])
     code, summary, stderr = retrain(env, "--span", "201708", "--window", "12", config=config)
     assert code == 0, stderr[-3000:]
     assert summary["data_gate"]["passed"] and summary["data_gate"]["baseline_span"] == 201612
