@@ -7,6 +7,8 @@
     <workdir>/logs/<pipeline>-<run>.log               `retrain run`'s detailed log
     <workdir>/serving/<model>/<version>/              pushed SavedModels
     <workdir>/request_logs/<model>/log.<ms>.<n>.tfrecord  sampled requests (PredictionLog)
+    <workdir>/feedback/<model>/*.jsonl|*.csv          delayed labels by request key (docs/rollout.md)
+    <workdir>/rollout/<model>/join.sqlite             request logs joined with feedback
 
 Run ids come from orchestrators (`scheduled__2016-12-01T00:00:00+00:00`) and are used as
 folder names only through `safe_id`.
@@ -60,6 +62,16 @@ def serving_root(workdir: str) -> str:
 def request_log_prefix(workdir: str, model: str) -> str:
     """The filename_prefix of a model's request logs (`retrain serve`, the serving skew check)."""
     return os.path.join(workdir, "request_logs", model, "log")
+
+
+def feedback_dir(workdir: str, model: str) -> str:
+    """Where delayed labels of a model's requests arrive (rollout/feedback.py)."""
+    return os.path.join(workdir, "feedback", model)
+
+
+def rollout_dir(workdir: str, model: str) -> str:
+    """The rollout controller's own files for a model (its join database)."""
+    return os.path.join(workdir, "rollout", model)
 
 
 def run_dir(workdir: str, pipeline: str, run_id: str) -> str:

@@ -48,7 +48,9 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
     if available:
         entry = versions.load_or_default(serving_root, model_name)
         served_now = versions.served_version(model_config.find(entry, model_name), available)
-    rolled_back = {e.get("from_version") for e in history.read(base) if e.get("event") == "rollback"}
+    events = history.read(base)
+    rolled_back = ({e.get("from_version") for e in events if e.get("event") == "rollback"}
+                   | {e.get("version") for e in events if e.get("event") == "canary_rollback"})
     rows = []
     for model in sorted(store.get_artifacts_by_type("Model"), key=lambda a: a.id):
         execution = _training_execution(store, model)

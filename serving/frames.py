@@ -6,6 +6,9 @@ call over it as a frame; the model process answers with one frame per call. A fr
 
   HELLO   front -> model  payload: the gRPC port the front end listens on (ASCII)
   CALL    front -> model  payload: one byte, the index in METHODS; then the request message
+  KEYED   front -> model  a CALL whose client sent `x-request-id` metadata: one byte, the index
+                          in METHODS; two bytes (big-endian), the key's length; the key (UTF-8);
+                          then the request message
   CANCEL  front -> model  the client gave up on the call (deadline, cancel, disconnect)
   REPLY   model -> front  payload: the response message
   ERROR   model -> front  payload: gRPC status code name, a newline, then the details (UTF-8)
@@ -20,7 +23,8 @@ from __future__ import annotations
 import struct
 
 HEADER = struct.Struct(">IIB")
-HELLO, CALL, CANCEL, REPLY, ERROR, STOP = range(6)
+HELLO, CALL, CANCEL, REPLY, ERROR, STOP, KEYED = range(7)
+KEY_LENGTH = struct.Struct(">H")
 
 # TF Serving's gRPC methods (prediction_service.proto, model_service.proto), in the order
 # their services declare them; tests check this against the protos' descriptors.

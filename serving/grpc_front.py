@@ -71,8 +71,13 @@ class _Core(asyncio.Protocol):
         call_id = self._next_id
         waiter = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = waiter
-        self.transport.writelines((frames.HEADER.pack(len(request) + 1, call_id, frames.CALL), bytes((method,)),
-                                   request))
+        key = _request_id(context)
+        if key is None:
+            self.transport.writelines((frames.HEADER.pack(len(request) + 1, call_id, frames.CALL), bytes((method,)),
+                                       request))
+        else:
+            self.transport.writelines((frames.HEADER.pack(len(request) + 3 + len(key), call_id, frames.KEYED),
+                                       bytes((method,)), frames.KEY_LENGTH.pack(len(key)), key, request))
         try:
             kind, payload = await waiter
         except asyncio.CancelledError:  # the client's deadline passed, or it cancelled or went away
@@ -89,6 +94,15 @@ class _Core(asyncio.Protocol):
             return payload
         code, details = frames.parse_error(payload)
         await context.abort(grpc.StatusCode.__members__.get(code, grpc.StatusCode.INTERNAL), details)
+
+
+def _request_id(context) -> bytes | None:
+    """The call's `x-request-id` metadata (routing.GRPC_METADATA), at most 256 bytes, or None."""
+    for item in context.invocation_metadata() or ():
+        if item.key == "x-request-id":
+            value = item.value.encode() if isinstance(item.value, str) else bytes(item.value)
+            return value[:256] or None
+    return None
 
 
 class _LateAnswer(logging.Filter):

@@ -31,7 +31,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from serving import api, batching, frames, request_log, tensors
+from serving import api, batching, frames, request_log, routing, tensors
 from serving.errors import InvalidArgument, ServingError, Unavailable
 from serving.manager import ModelManager
 from serving.metrics import Metrics
@@ -57,6 +57,22 @@ def _spec(request):
     return model_spec.name, version, label
 
 
+class _Key:
+    """A call's request key, worked out only if a split or a request log asks for it: the
+    client's x-request-id, else the SHA-256 of the serialized request (serving/routing.py)."""
+
+    __slots__ = ("_given", "_body", "_value")
+
+    def __init__(self, given: str | None, body):
+        self._given, self._body, self._value = given, body, None
+
+    def __call__(self) -> str:
+        if self._value is None:
+            self._value = routing.request_key(self._given, bytes(self._body))
+            self._body = None
+        return self._value
+
+
 class GrpcApi:
     """TF Serving's gRPC methods on serialized messages: each handler parses its request and
     returns a Future of the serialized response. Predict's is finished by the batcher's
@@ -78,13 +94,18 @@ class GrpcApi:
     def close(self) -> None:
         self._executor.shutdown(wait=False)
 
-    def _log(self, servable, signature: str, request, response, make_log) -> None:
+    def _log(self, servable, signature: str, request, response, make_log, key: _Key) -> None:
         request_logger = self._manager.request_logger(servable.name)
         if request_logger is not None and request_logger.sampled():
-            request_logger.log(make_log(request, response), request.model_spec, signature, servable.version)
+            request_logger.log(make_log(request, response), request.model_spec, signature, servable.version, key())
 
-    def _predict(self, request) -> futures.Future:
-        servable = self._manager.get(*_spec(request))
+    def _servable(self, request, key: _Key):
+        name, version, label = _spec(request)
+        routed = version is None and label is None and self._manager.split(name) is not None
+        return self._manager.get(name, version, label, key() if routed else None)
+
+    def _predict(self, request, key: _Key) -> futures.Future:
+        servable = self._servable(request, key)
         inputs = {k: tensors.from_proto(k, v) for k, v in request.inputs.items()}
         signature, outputs = api.predict_future(servable, request.model_spec.signature_name or None, inputs,
                                                 tuple(request.output_filter), self._executor)
@@ -94,16 +115,16 @@ class GrpcApi:
             response.model_spec.name = servable.name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
-            for key, value in values.items():
-                tensors.fill_proto_field(response.outputs[key], value)
-            self._log(servable, signature, request, response, request_log.predict_log)
+            for name, value in values.items():
+                tensors.fill_proto_field(response.outputs[name], value)
+            self._log(servable, signature, request, response, request_log.predict_log, key)
             return response.SerializeToString()
 
         return batching.derived(outputs, respond)  # cancelling it drops a request still queued
 
-    def _classify(self, request) -> futures.Future:
+    def _classify(self, request, key: _Key) -> futures.Future:
         def run() -> bytes:
-            servable = self._manager.get(*_spec(request))
+            servable = self._servable(request, key)
             signature, results = api.classify(servable, request.model_spec.signature_name or None,
                                               request_log.input_examples(request.input))
             response = classification_pb2.ClassificationResponse()
@@ -115,14 +136,14 @@ class GrpcApi:
                 row = response.result.classifications.add()
                 for label, score in pairs:
                     row.classes.add(label=label, score=score)
-            self._log(servable, signature, request, response, request_log.classify_log)
+            self._log(servable, signature, request, response, request_log.classify_log, key)
             return response.SerializeToString()
 
         return self._executor.submit(run)
 
-    def _regress(self, request) -> futures.Future:
+    def _regress(self, request, key: _Key) -> futures.Future:
         def run() -> bytes:
-            servable = self._manager.get(*_spec(request))
+            servable = self._servable(request, key)
             signature, values = api.regress(servable, request.model_spec.signature_name or None,
                                             request_log.input_examples(request.input))
             response = regression_pb2.RegressionResponse()
@@ -131,12 +152,12 @@ class GrpcApi:
             response.model_spec.version.value = servable.version
             for v in values:
                 response.result.regressions.add(value=v)
-            self._log(servable, signature, request, response, request_log.regress_log)
+            self._log(servable, signature, request, response, request_log.regress_log, key)
             return response.SerializeToString()
 
         return self._executor.submit(run)
 
-    def _metadata(self, request) -> futures.Future:
+    def _metadata(self, request, key: _Key) -> futures.Future:
         def run() -> bytes:
             spec = _spec(request)
             # get_model_metadata_impl.cc ValidateGetModelMetadataRequest (REST sets the field itself).
@@ -149,7 +170,7 @@ class GrpcApi:
 
         return self._executor.submit(run)
 
-    def _status(self, request) -> futures.Future:
+    def _status(self, request, key: _Key) -> futures.Future:
         return self._executor.submit(lambda: api.model_status(self._manager, *_spec(request)).SerializeToString())
 
 
@@ -183,6 +204,8 @@ class _Connection:
             for kind, call_id, payload in received:
                 if kind == frames.CALL:
                     self._call(call_id, payload)
+                elif kind == frames.KEYED:
+                    self._call(call_id, payload, keyed=True)
                 elif kind == frames.CANCEL:
                     self._cancel(call_id)
             try:
@@ -195,21 +218,27 @@ class _Connection:
         for call_id in list(self._calls):  # the front end died: its clients saw their calls fail
             self._cancel(call_id)
 
-    def _call(self, call_id: int, payload: bytes) -> None:
+    def _call(self, call_id: int, payload: bytes, keyed: bool = False) -> None:
         start = time.perf_counter()
+        given = None
+        if keyed and len(payload) >= 1 + frames.KEY_LENGTH.size:
+            (length,) = frames.KEY_LENGTH.unpack_from(payload, 1)
+            given = payload[3:3 + length].decode("utf-8", "replace")
+            payload = payload[:1] + payload[3 + length:]
         method = self._api.methods[payload[0]] if payload and payload[0] < len(self._api.methods) else None
         if method is None:  # what grpc's generated servicer base answers
             self._send(frames.pack(frames.ERROR, call_id, frames.error_payload("UNIMPLEMENTED", "Method not implemented!")))
             return
         name, request_type, handler = method
+        body = memoryview(payload)[1:]
         try:
-            request = request_type.FromString(memoryview(payload)[1:])
+            request = request_type.FromString(body)
         except DecodeError:  # grpc's own text for a request its deserializer refuses
             self._send(frames.pack(frames.ERROR, call_id, frames.error_payload("INTERNAL", "Exception deserializing request!")))
             return
         call = (name, request.model_spec.name, start)
         try:
-            future = handler(request)
+            future = handler(request, _Key(given, body))
         except Exception as e:  # noqa: BLE001  reported to the client; the server keeps serving
             self._answer(call_id, call, None, e)
             return

@@ -22,7 +22,8 @@ from google.protobuf import text_format
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from serving import batching, model_config, request_log, signing
+from serving import batching, model_config, request_log, signing, versions
+from serving.routing import to_canary
 from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.layout import discover
@@ -262,6 +263,8 @@ class ModelManager:
         self._log_limits = log_limits
         self._trusted_keys = tuple(trusted_keys)
         self._loggers: dict[str, tuple[bytes, request_log.RequestLogger]] = {}
+        # model -> (stable, canary, canary share) while a canary rollout is under test.
+        self._splits: dict[str, tuple[int, int, float]] = {}
         self._sync_loggers(config)
 
     # -- polling -------------------------------------------------------------------
@@ -319,8 +322,32 @@ class ModelManager:
         for model in self._config.model_config_list.config:
             self._poll_model(model)
 
+    def _sync_split(self, model) -> None:
+        """The canary split of a model: its rollout file, where models.config labels both
+        versions it names (a stale or foreign file splits nothing)."""
+        try:
+            state = versions.rollout_state(model.base_path)
+        except ServingError as e:
+            logger.error("%s: no traffic split: %s", model.name, e)
+            state = None
+        labels = dict(model.version_labels)
+        if (state is not None and labels.get(versions.STABLE) == state["stable"]
+                and labels.get(versions.CANARY) == state["canary"]):
+            split = (state["stable"], state["canary"], float(state["canary_share"]))
+            if self._splits.get(model.name) != split:
+                logger.info("%s: %.0f%% of unlabelled requests go to canary version %d, the rest to stable %d",
+                            model.name, 100 * split[2], split[1], split[0])
+            self._splits[model.name] = split
+        elif self._splits.pop(model.name, None) is not None:
+            logger.info("%s: traffic split ended", model.name)
+
+    def split(self, name: str) -> tuple[int, int, float] | None:
+        """(stable, canary, share) of a model under a canary rollout, else None."""
+        return self._splits.get(name)
+
     def _poll_model(self, model) -> None:
         name = model.name
+        self._sync_split(model)
         found = discover(model.base_path)
         with self._lock:
             served = dict(self._served.get(name, {}))
@@ -402,8 +429,11 @@ class ModelManager:
             return labels[label]
         return version
 
-    def get(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
-        """The servable for a request: a version, a label's version, or the latest.
+    def get(self, name: str, version: int | None = None, label: str | None = None,
+            key: str | None = None) -> Servable:
+        """The servable for a request: a version, a label's version, or the latest; under a
+        canary rollout a request naming neither goes to the canary for a `canary_share` of
+        request keys (deterministic in `key`) and to `stable` otherwise.
 
         Raises:
           NotFound: unknown model, version or label, or nothing loaded yet.
@@ -413,6 +443,13 @@ class ModelManager:
         version = self.resolve_version(name, version, label)
         with self._lock:
             served = self._served.get(name, {})
+            if version is None and key is not None and name in self._splits:
+                stable, canary, share = self._splits[name]
+                chosen = canary if to_canary(key, share) else stable
+                if chosen in served:
+                    return served[chosen]
+                if stable in served:
+                    return served[stable]
             if version is None:
                 if not served:
                     raise NotFound(f"Servable not found for request: Latest({name})")

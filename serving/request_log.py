@@ -90,8 +90,13 @@ def _order(path: str) -> tuple[int, int]:
 def read(filename_prefix: str) -> Iterator[prediction_log_pb2.PredictionLog]:
     """Every PredictionLog of a prefix's finished files, oldest first."""
     for path in log_files(filename_prefix):
-        for record in tf.data.TFRecordDataset(path):
-            yield prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        yield from read_file(path)
+
+
+def read_file(path: str) -> Iterator[prediction_log_pb2.PredictionLog]:
+    """The PredictionLogs of one finished log file, one at a time."""
+    for record in tf.data.TFRecordDataset(path):
+        yield prediction_log_pb2.PredictionLog.FromString(record.numpy())
 
 
 class RequestLogger:
@@ -112,12 +117,20 @@ class RequestLogger:
         """Whether this request is logged (TF Serving samples each request independently)."""
         return self.rate > 0 and (self.rate >= 1 or random.random() < self.rate)
 
-    def log(self, log: prediction_log_pb2.PredictionLog, model_spec, signature: str, version: int) -> None:
-        """Queues one log with its LogMetadata; drops it (counted) if the writer is behind."""
+    def log(self, log: prediction_log_pb2.PredictionLog, model_spec, signature: str, version: int,
+            key: str | None = None) -> None:
+        """Queues one log with its LogMetadata; drops it (counted) if the writer is behind.
+
+        The metadata says which version answered (`model_spec.version`), when
+        (`timestamp_secs`) and, as `request_origin`, the request's key (its X-Request-Id, else
+        the SHA-256 of its body), which delayed labels are joined by (rollout/join.py)."""
         metadata = log.log_metadata
         metadata.model_spec.CopyFrom(model_spec)
         metadata.model_spec.signature_name = signature
         metadata.model_spec.version.value = version
+        metadata.timestamp_secs = int(time.time())
+        if key:
+            metadata.request_origin = key
         metadata.sampling_config.CopyFrom(self._sampling)
         metadata.saved_model_tags.append(tf.saved_model.SERVING)
         try:

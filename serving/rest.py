@@ -22,6 +22,7 @@ from tensorflow_serving.apis import (
 )
 
 from serving import api, request_log, tensors
+from serving.routing import HEADER, request_key
 from serving.errors import InvalidArgument, ResourceExhausted, ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
@@ -233,24 +234,33 @@ class _Handler(BaseHTTPRequestHandler):
         examples' signature (http_rest_api_handler.cc Process*Request)."""
         request = tensors.parse_request(body)
         signature = tensors.signature_name(request)
+        key = self._request_key(model, body)
         if verb == "predict":
-            servable = self.server.manager.get(model, version, label)
+            servable = self.server.manager.get(model, version, label, key)
             name, _ = servable.signature(signature)
             inputs, rows = tensors.predict_inputs(request, servable.input_specs(name))
             _, outputs = api.predict(servable, name, inputs)
-            self._log(servable, name, verb, inputs, outputs)
+            self._log(servable, name, verb, inputs, outputs, key)
             return {"predictions": tensors.to_row_format(outputs)} if rows else {"outputs": tensors.to_columnar_format(outputs)}
         examples = tensors.examples_from_json(request)
-        servable = self.server.manager.get(model, version, label)
+        servable = self.server.manager.get(model, version, label, key)
         if verb == "classify":
             name, results = api.classify(servable, signature, examples)
-            self._log(servable, name, verb, examples, results)
+            self._log(servable, name, verb, examples, results, key)
             return {"results": [[[label_, score] for label_, score in r] for r in results]}
         name, values = api.regress(servable, signature, examples)
-        self._log(servable, name, verb, examples, values)
+        self._log(servable, name, verb, examples, values, key)
         return {"results": values}
 
-    def _log(self, servable, signature: str, verb: str, request_values, response_values) -> None:
+    def _request_key(self, model: str, body: bytes) -> str | None:
+        """The request's key (X-Request-Id, else the body's SHA-256), where a canary split or a
+        request log needs one (computed only then)."""
+        manager = self.server.manager
+        if manager.split(model) is None and manager.request_logger(model) is None:
+            return None
+        return request_key(self.headers.get(HEADER), body)
+
+    def _log(self, servable, signature: str, verb: str, request_values, response_values, key: str | None) -> None:
         """A sampled request in TF Serving's log format: the protos TF Serving's REST handler
         builds from the JSON and logs (only built when this request is sampled)."""
         request_logger = self.server.manager.request_logger(servable.name)
@@ -260,10 +270,10 @@ class _Handler(BaseHTTPRequestHandler):
         if verb == "predict":
             request = predict_pb2.PredictRequest(model_spec=spec)
             response = predict_pb2.PredictResponse(model_spec=spec)
-            for key, value in request_values.items():
-                tensors.fill_proto_field(request.inputs[key], value)
-            for key, value in response_values.items():
-                tensors.fill_proto_field(response.outputs[key], value)
+            for name, value in request_values.items():
+                tensors.fill_proto_field(request.inputs[name], value)
+            for name, value in response_values.items():
+                tensors.fill_proto_field(response.outputs[name], value)
             log = request_log.predict_log(request, response)
         elif verb == "classify":
             request = classification_pb2.ClassificationRequest(model_spec=spec)
@@ -283,4 +293,4 @@ class _Handler(BaseHTTPRequestHandler):
             for value in response_values:
                 response.result.regressions.add(value=value)
             log = request_log.regress_log(request, response)
-        request_logger.log(log, spec, signature, servable.version)
+        request_logger.log(log, spec, signature, servable.version, key)

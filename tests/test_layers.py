@@ -19,10 +19,11 @@ ALLOWED = {
     "serving": {"core"},
     "governance": {"core", "serving"},
     "components": {"core", "serving", "governance"},
-    "pipelines": {"core", "serving", "governance", "components"},
+    "rollout": {"core", "serving", "governance"},
+    "pipelines": {"core", "serving", "governance", "components", "rollout"},
     "airflow_tfx": {"core"},
-    "runner": {"core", "serving", "governance", "components", "pipelines", "airflow_tfx"},
-    "retrain": {"core", "serving", "governance", "components", "pipelines", "airflow_tfx", "runner"},
+    "runner": {"core", "serving", "governance", "components", "pipelines", "rollout", "airflow_tfx"},
+    "retrain": {"core", "serving", "governance", "components", "pipelines", "rollout", "airflow_tfx", "runner"},
     "dags": {"airflow_tfx", "core"},
 }
 PROJECT = set(ALLOWED)

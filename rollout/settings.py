@@ -1,0 +1,95 @@
+"""The pipeline config's `rollout:` block: how a blessed candidate reaches all traffic.
+
+    rollout:
+      mode: canary              # direct: the pushed version serves everything at once
+      canary_share: 0.1         # of requests that name neither a version nor a label
+      metric: auc               # default: the task's key metric (core/tasks.py)
+      significance_level: 0.05  # alpha of the always-valid test (rollout/sequential.py)
+      max_regression: null      # promoted if shown no worse than this; default 0.01 (AUC,
+                                # accuracy), 0.05 = 5% for error metrics (a relative change)
+      effect_size: null         # the difference the test is tuned to find (the mixture's
+                                # scale); default 0.02, or 0.1 (10%) for error metrics
+      min_labelled: 200         # per version, before any decision (the normal approximation)
+      max_labelled: 20000       # canary labels after which the run-out rule decides
+      max_hours: 72             # wall time after which the run-out rule decides
+      on_run_out: estimate      # what an undecided canary gets: estimate (promote when the
+                                # point estimate is above -max_regression, else roll back),
+                                # rollback or promote
+      live_floor: null          # alert when stable's live metric is below this (error metrics: above)
+
+A newer blessed candidate that arrives while a canary is under test replaces it: the old
+canary keeps its folder, loses its label, is marked superseded, and the test starts again
+on the newer one (its labels only). TF-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from core.settings import Settings, SettingsError
+
+DIRECT, CANARY = "direct", "canary"
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutSettings(Settings):
+    mode: Literal["direct", "canary"] = DIRECT
+    canary_share: float = 0.1
+    metric: str | None = None
+    significance_level: float = 0.05
+    max_regression: float | None = None
+    effect_size: float | None = None
+    min_labelled: int = 200
+    max_labelled: int = 20000
+    max_hours: float = 72.0
+    on_run_out: Literal["estimate", "rollback", "promote"] = "estimate"
+    live_floor: float | None = None
+
+    def check(self) -> None:
+        if not 0 < self.canary_share < 1:
+            raise SettingsError(f"canary_share: {self.canary_share} is not within (0, 1)")
+        if not 0 < self.significance_level < 0.5:
+            raise SettingsError(f"significance_level: {self.significance_level} is not within (0, 0.5)")
+        if self.max_regression is not None and not self.max_regression >= 0:
+            raise SettingsError(f"max_regression: {self.max_regression} is negative")
+        if self.effect_size is not None and not self.effect_size > 0:
+            raise SettingsError(f"effect_size: {self.effect_size} must be positive")
+        if self.min_labelled < 10:
+            raise SettingsError(f"min_labelled: {self.min_labelled} is below 10")
+        if self.max_labelled < self.min_labelled:
+            raise SettingsError(f"max_labelled: {self.max_labelled} is below min_labelled ({self.min_labelled})")
+        if not self.max_hours > 0:
+            raise SettingsError(f"max_hours: {self.max_hours} must be positive")
+
+    def metric_for(self, task: str) -> str:
+        """The deciding metric: the configured one, else the task's key metric.
+
+        Raises:
+          SettingsError: a metric the task does not have.
+        """
+        from core import tasks
+
+        known = tasks.KEY_METRICS[task]
+        if self.metric is None:
+            return known[0]
+        if self.metric not in known:
+            raise SettingsError(f"rollout.metric: {self.metric!r} is not a key metric of a {task} pipeline "
+                                f"(known: {', '.join(known)})")
+        return self.metric
+
+    def margin(self, metric: str) -> float:
+        """max_regression for this metric (its default by the metric's kind)."""
+        from core import tasks
+
+        if self.max_regression is not None:
+            return self.max_regression
+        return 0.05 if metric in tasks.LOWER_IS_BETTER else 0.01
+
+    def tau(self, metric: str) -> float:
+        """effect_size for this metric (its default by the metric's kind)."""
+        from core import tasks
+
+        if self.effect_size is not None:
+            return self.effect_size
+        return 0.1 if metric in tasks.LOWER_IS_BETTER else 0.02
