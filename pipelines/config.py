@@ -19,6 +19,7 @@ import yaml
 from components.data_gate.consistency import SpanConsistency
 from components.data_gate.consistency import check_features as consistency_check_features
 from components.evaluator.new_span import NewSpanSettings
+from rollout.settings import RolloutSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_skew import SkewSettings
 from components.trainer.settings import TrainerSettings
@@ -127,6 +128,9 @@ class PipelineConfig:
     # newest span with intervals; a collapse of the baseline's there refuses the candidate as
     # bad data. {enabled, min_examples, significance_level, margin, min_drop}.
     new_span: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # After the push (rollout/settings.py): `direct`, or `canary` beside the stable version
+    # until delayed labels decide (promote or roll back). {mode, canary_share, metric, ...}.
+    rollout: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Pre-push serving check (ServingCheck): requests sent, p99 latency budget.
     enable_serving_check: bool = True
     serving_check_requests: int = 20
@@ -213,6 +217,15 @@ class PipelineConfig:
             return NewSpanSettings.from_dict(self.new_span, "new_span")
         except SettingsError as e:
             raise ConfigError(str(e)) from None
+
+    @property
+    def rollout_settings(self) -> RolloutSettings:
+        try:
+            settings = RolloutSettings.from_dict(self.rollout, "rollout")
+            settings.metric_for(self.task)
+        except SettingsError as e:
+            raise ConfigError(str(e)) from None
+        return settings
 
     @property
     def skew_settings(self) -> SkewSettings:
@@ -401,6 +414,7 @@ def validate(config: PipelineConfig) -> None:
     policy = load_gate_policy(config)
     check_span_consistency(config, policy)
     config.new_span_settings  # noqa: B018 - validates the block
+    config.rollout_settings  # noqa: B018 - validates the block
 
 
 def check_span_consistency(config: PipelineConfig, policy) -> None:

@@ -456,7 +456,9 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
                         base_directory=config.serving_model_dir
                     )
                 ),
-                custom_config={"keep_versions": config.keep_versions, **_signing_params(config)},
+                custom_config={"keep_versions": config.keep_versions, **_signing_params(config),
+                               "rollout": {"mode": config.rollout_settings.mode,
+                                           "canary_share": config.rollout_settings.canary_share}},
             )
             if approval_gate is not None:
                 pusher.add_upstream_node(approval_gate)

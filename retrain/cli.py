@@ -15,6 +15,8 @@
     retrain serve [--rest-port 8501 --grpc-port 8500]   serve pushed models (TF Serving's APIs)
     retrain rollback --model taxi [--to V] --reason R   serve an earlier version
     retrain serving-config [--base-path-prefix /models] TF Serving's models.config
+    retrain rollout status|decide|promote|rollback      the canary under test, decided by delayed labels
+    retrain rollout simulate --span S [--requests N]    a span's examples as keyed requests, and their labels
     retrain report --run-dir DIR                        a run's governance report (HTML + JSON)
     retrain models [--config C]                         every candidate model, with report links
     retrain lineage taxi VERSION                        data span -> served version
@@ -39,9 +41,16 @@ from core import (
     keras_env,  # noqa: F401  (must precede any TensorFlow import)
 )
 from core.errors import BadInput
-from retrain import data_commands, governance_commands, new_commands, run_commands, serving_commands
+from retrain import (
+    data_commands,
+    governance_commands,
+    new_commands,
+    rollout_commands,
+    run_commands,
+    serving_commands,
+)
 
-_MODULES = (run_commands, data_commands, new_commands, governance_commands, serving_commands)
+_MODULES = (run_commands, data_commands, new_commands, governance_commands, serving_commands, rollout_commands)
 
 
 def parser() -> argparse.ArgumentParser:

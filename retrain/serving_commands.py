@@ -65,8 +65,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if os.path.exists(config_path):
             config = model_config.load(config_path)
         else:
-            config_path = None
+            # Written now, so a canary push (which edits models.config) keeps the request log
+            # set here, and the server, which re-reads the file, sees the push's labels.
             config = versions.load_or_default(_serving_root(args), pipeline.model_name)
+            os.makedirs(_serving_root(args), exist_ok=True)
+            model_config.write(config, config_path)
         _request_log_defaults(args, pipeline, config, config_path)
     if args.require_signed and not args.trusted_key:  # the key the pipeline's pushes are signed with
         from serving import signing

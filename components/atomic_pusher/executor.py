@@ -7,6 +7,11 @@ filesystem (`<base>/.staging-<version>-<pid>`, not numeric, so never loaded) and
 one `os.rename` makes the complete version visible. Where signing is on, the staged
 version is signed (serving/signing.py) before that rename, so no version is ever visible
 unsigned; the signature's digest and signer go on the PushedModel artifact.
+
+In canary rollout mode (custom_config `rollout.mode: canary`), what serves now is pinned
+as `stable` before the rename (so the new folder is not loaded as "latest"), and the new
+version is then labelled `canary` beside it (serving/versions.py `start_canary`); the
+first version of a model becomes `stable` directly. The rollout controller decides later.
 """
 
 import json
@@ -146,6 +151,13 @@ class Executor(pusher_executor.Executor):
             if os.path.exists(warmup):
                 extra[WARMUP_PATH] = warmup
                 push_info["warmup_requests"] = True
+        rollout = custom_config.get("rollout") or {}
+        canary_mode = rollout.get("mode") == "canary"
+        serving_root, model_name = os.path.dirname(base), os.path.basename(base)
+        if canary_mode:
+            stable = versions.hold(serving_root, model_name)
+            if stable is not None:
+                logger.info("Canary rollout: version %d stays stable while the new version is tested", stable)
         key = None
         if custom_config.get("signing_workdir"):
             key = signing.resolve_key(custom_config.get("signing_key") or None, custom_config["signing_workdir"])
@@ -160,6 +172,13 @@ class Executor(pusher_executor.Executor):
                         signed["key_id"][:16], signed["files"])
         history.append(base, "push", version=version, model_uri=model.uri, model_artifact_id=model.id,
                        user="pipeline")
+        if canary_mode:
+            entry = versions.start_canary(serving_root, model_name, version, float(rollout.get("canary_share", 0.1)),
+                                          reason="blessed candidate", user="pipeline", model_uri=model.uri,
+                                          model_artifact_id=model.id)
+            model_push.set_string_custom_property("rollout", entry["event"])
+            logger.info("Version %d serves as %s%s", version, entry["event"],
+                        f" ({100 * entry['canary_share']:.0f}% of unlabelled requests)" if entry["event"] == "canary" else "")
         keep = int(custom_config.get("keep_versions") or 0)
         if keep:
             removed = versions.retain(os.path.dirname(base), os.path.basename(base), keep)

@@ -155,3 +155,22 @@ def test_the_taxi_config_declares_its_event_time_and_label():
     # Without label_fn, the function beside preprocessing_fn is the label's.
     other = config_lib.from_dict(_base())
     assert other.label_function == "a.label_fn" and not other.consistency_settings.enabled
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"mode": "gradual"}, "rollout.mode: 'gradual' is not one of"),
+    ({"canary_share": 1.0}, r"rollout.canary_share: 1.0 is not within \(0, 1\)"),
+    ({"metric": "mean_squared_error"}, "rollout.metric: 'mean_squared_error' is not a key metric of a binary"),
+    ({"max_labelled": 50}, "rollout.max_labelled: 50 is below min_labelled"),
+    ({"on_run_out": "wait"}, "rollout.on_run_out: 'wait' is not one of"),
+    ({"canary": True}, "rollout: unknown key"),
+])
+def test_the_rollout_block_is_checked_at_load(block, message):
+    with pytest.raises(config_lib.ConfigError, match=message):
+        config_lib.load(TAXI_CONFIG, {"rollout": block})
+
+
+def test_taxi_rolls_out_through_a_canary_judged_on_auc():
+    settings = config_lib.load(TAXI_CONFIG).rollout_settings
+    assert settings.mode == "canary" and settings.metric_for("binary_classification") == "auc"
+    assert settings.margin("auc") == 0.02 and config_lib.from_dict(_base()).rollout_settings.mode == "direct"

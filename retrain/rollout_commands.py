@@ -1,0 +1,138 @@
+"""`retrain rollout status | decide | promote | rollback | simulate`: canary rollouts in the CLI.
+
+The controller lives in `rollout/`; this module only parses and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from core import exit_codes
+from core.errors import BadInput
+from retrain import options
+
+
+def add_parsers(sub) -> None:
+    ro = sub.add_parser("rollout", help="the canary under test: status, decide, promote, rollback, simulate")
+    actions = ro.add_subparsers(dest="rollout_command", required=True)
+    for name, text in (("status", "what serves, the canary under test and its live metrics so far"),
+                       ("decide", "join the feedback, run the test, and promote, roll back or continue"),
+                       ("promote", "make the canary stable now (a person's decision, recorded)"),
+                       ("rollback", "take the canary's label away now (a person's decision, recorded)"),
+                       ("simulate", "send a span's examples to a local server as keyed requests, write their labels")):
+        p = actions.add_parser(name, help=text)
+        p.add_argument("--config", default=options.DEFAULT_CONFIG)
+        p.add_argument("--workdir", default="work")
+        if name in ("status", "decide", "promote", "rollback"):
+            p.add_argument("--json", action="store_true")
+        if name in ("promote", "rollback"):
+            p.add_argument("--reason", required=True, help="recorded in MLMD and the model's history")
+        if name == "decide":
+            p.add_argument("--dry-run", action="store_true", help="measure and print; change nothing")
+        if name == "simulate":
+            p.add_argument("--url", default="http://127.0.0.1:8501", help="a server on this machine")
+            p.add_argument("--span", required=True, help="whose examples are sent and whose labels are written")
+            p.add_argument("--requests", type=int, default=2000)
+            p.add_argument("--key-prefix", help="default: sim-<span>-<time>")
+            p.add_argument("--delay-hours", type=float, default=1.0, help="when the labels are said to be known")
+
+
+def _context(args):
+    config = options.load_config(args.config, workdir=args.workdir)
+    return config, config.rollout_settings
+
+
+def _print(decision, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(decision.to_dict(), indent=2, sort_keys=True) + "\n")
+        return
+    live = decision.live
+    lines = [f"{decision.model}: {decision.action}{' (applied)' if decision.applied else ''} -- {decision.reason}"]
+    for role in ("stable", "canary"):
+        values = live[role]
+        metric = values.get(decision.metric) or {}
+        delay = values.get("label_delay_s") or {}
+        lines.append(f"  {role:<6} version {values['version']}: {values['labelled']} labelled, {decision.metric} "
+                     f"{_num(metric.get('value'))} [{_num(metric.get('low'))}, {_num(metric.get('high'))}]"
+                     + (f", label delay p50 {delay['p50'] / 3600:.1f} h" if delay else ""))
+    skipped = {k: v for k, v in decision.counts.items() if k not in ("labels", "logged_examples") and v}
+    if skipped:
+        lines.append("  not joined: " + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
+    lines += [f"  {e}" for e in decision.rejected[:5]]
+    lines += [f"  ALERT {a}" for a in decision.alerts]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _num(value) -> str:
+    return "?" if value is None or value != value else f"{value:.4f}"
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from core import metadata
+    from rollout import controller, feedback
+
+    config, settings = _context(args)
+    command = args.rollout_command
+    if command == "simulate":
+        return _simulate(args, config)
+    if command == "status":
+        state = controller.status(config.workdir, config.model_name)
+        try:
+            decision = controller.measure(config.workdir, config.model_name, config.task, settings)
+        except feedback.FeedbackError as e:
+            raise BadInput(str(e)) from e
+        if args.json:
+            sys.stdout.write(json.dumps({**state, "decision": decision.to_dict() if decision else None},
+                                        indent=2, sort_keys=True, default=str) + "\n")
+            return exit_codes.OK
+        labels = ", ".join(f"{k} {v}" for k, v in sorted(state["labels"].items())) or "no labels (latest version)"
+        sys.stdout.write(f"{config.model_name}: {labels}\n")
+        if decision is None:
+            sys.stdout.write("no canary under test\n")
+        else:
+            _print(decision, False)
+        return exit_codes.OK
+    try:
+        decision = controller.measure(config.workdir, config.model_name, config.task, settings)
+    except feedback.FeedbackError as e:
+        raise BadInput(str(e)) from e
+    if decision is None:
+        raise BadInput(f"{config.model_name}: no canary is under test")
+    if command == "decide" and args.dry_run:
+        _print(decision, args.json)
+        return exit_codes.OK
+    by = controller.user() if command in ("promote", "rollback") else "controller"
+    if command in ("promote", "rollback"):
+        decision.action = command
+        decision.reason = f"{command} by {by}: {args.reason.strip()} (evidence then: {decision.reason})"
+        if not args.reason.strip():
+            raise BadInput("a reason is required: it is what a reviewer reads later")
+    store = metadata.open_store(config.metadata_store)
+    controller.apply(config.workdir, decision, store, by=by)
+    _print(decision, args.json)
+    return exit_codes.OK
+
+
+def _simulate(args, config) -> int:
+    import time
+
+    from rollout import simulate
+    from runner import rollout_traffic
+
+    examples, labels = rollout_traffic.span_examples_and_labels(config, args.span, args.requests)
+    prefix = args.key_prefix or f"sim-{args.span}-{int(time.time())}"
+    sys.stderr.write(f"sending {len(examples)} requests of span {args.span} to {args.url} ...\n")
+    sent = simulate.replay(args.url, config.model_name, examples, prefix, max_seconds=600)
+    from core import layout
+
+    path = simulate.write_feedback(layout.feedback_dir(config.workdir, config.model_name), prefix, sent.keys,
+                                   labels[: len(sent.keys)], delay_seconds=args.delay_hours * 3600)
+    sys.stdout.write(f"{sent.sent} answered, {sent.failed} failed in {sent.seconds:.1f} s; labels in {path}\n")
+    for error in sent.errors:
+        sys.stdout.write(f"  {error}\n")
+    return exit_codes.OK if not sent.failed else exit_codes.FAILED
+
+
+COMMANDS = {"rollout": cmd_rollout}
