@@ -1,12 +1,15 @@
 """Alerts where operators look: a stop, a refusal, a failure or a missed deadline, as a message.
 
-Four kinds, each with the span, the reason and a link to the run's governance report:
+Kinds, each with the span, the reason and a link to the run's governance report:
 - `gate_stop`: the data gate stopped the span (the DataGate task's failure);
 - `refused`: the candidate was not blessed, failed the serving check or was rejected
   (the `run_summary` task reads the run's outcome);
 - `task_failure`: any other task failed after its retries (`on_failure_callback`);
 - `deadline_missed`: the run was not finished `run_deadline_hours` after it was queued
-  (Airflow 3's deadline alerts; the callback runs in the triggerer).
+  (Airflow 3's deadline alerts; the callback runs in the triggerer);
+- `promoted` / `rolled_back`: the rollout controller decided a canary from delayed labels
+  (the `<pipeline>_rollout` DAG), and `live_floor`: the stable version's live quality is
+  past the configured floor.
 
 They go through Airflow's notifier mechanism: SMTP (the provider's `SmtpNotifier`) by
 default, or any notifier class named in the `alerts:` block (Slack, apprise...).
@@ -36,14 +39,21 @@ SKEW_STOP = "skew_stop"
 REFUSED = "refused"
 TASK_FAILURE = "task_failure"
 DEADLINE_MISSED = "deadline_missed"
-KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED)
+PROMOTED = "promoted"
+ROLLED_BACK = "rolled_back"
+LIVE_FLOOR = "live_floor"
+KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR)
 _TITLES = {
     GATE_STOP: "the data gate stopped the span",
     SKEW_STOP: "serving skew stopped the span (the served model's traffic differs from its training data)",
     REFUSED: "the candidate model was refused",
     TASK_FAILURE: "a task failed",
     DEADLINE_MISSED: "the run missed its deadline",
+    PROMOTED: "the canary was promoted to stable",
+    ROLLED_BACK: "the canary was rolled back",
+    LIVE_FLOOR: "the served model's live quality is below its floor",
 }
+ROLLOUT_KINDS = (PROMOTED, ROLLED_BACK, LIVE_FLOOR)
 _REFUSALS = {
     outcomes.NOT_BLESSED: "not blessed by the Evaluator",
     outcomes.FAILED_SERVING_CHECK: "failed the serving check",
@@ -68,6 +78,8 @@ class Alert:
 
     @property
     def subject(self) -> str:
+        if self.kind in ROLLOUT_KINDS:
+            return f"[retrain] {self.pipeline}: {_TITLES[self.kind]}"
         return f"[retrain] {self.pipeline} span {self.span or '?'}: {_TITLES[self.kind]}"
 
     def fields(self) -> list[tuple[str, str]]:
@@ -132,6 +144,17 @@ def refusal(summary: Mapping[str, Any]) -> str | None:
         return None
     why = _REFUSALS[name]
     return f"{why}: {summary['reason']}" if summary.get("reason") else why
+
+
+def rollout_alerts(decision: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(kind, reason) of each alert a rollout decision (`retrain rollout decide --json`) raises."""
+    out = []
+    if decision.get("applied") and decision.get("action") in ("promote", "rollback"):
+        kind = PROMOTED if decision["action"] == "promote" else ROLLED_BACK
+        out.append((kind, f"version {decision.get('canary')} (stable was {decision.get('stable')}): "
+                          f"{decision.get('reason')}"))
+    out += [(LIVE_FLOOR, text) for text in decision.get("alerts") or ()]
+    return out
 
 
 def span_of(context: Mapping[str, Any]) -> str | None:

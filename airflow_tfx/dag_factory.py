@@ -26,6 +26,8 @@ import os
 import pendulum
 from airflow.sdk import (
     DAG,
+    Asset,
+    AssetOrTimeSchedule,
     AsyncCallback,
     CronDataIntervalTimetable,
     CronTriggerTimetable,
@@ -266,6 +268,58 @@ def build_arrivals_dag(template_path: str, dag_id: str,
             settle_seconds=settings["settle_seconds"], retries=1,
             doc_md="Spans whose files stopped changing (or that hold a `_SUCCESS` marker) since the last "
                    "announced one.")
+    return dag
+
+
+def feedback_asset(pipeline: str, workdir: str) -> Asset:
+    """The asset whose events say delayed labels arrived (a producer announces them through
+    Airflow's REST API, `POST /api/v2/assets/events`); the rollout DAG runs on each."""
+    return Asset(name=f"{pipeline}_feedback", uri=f"file://{os.path.abspath(layout.feedback_dir(workdir, pipeline))}",
+                 group="retrain_feedback", extra={"pipeline": pipeline})
+
+
+def build_rollout_dag(template_path: str, dag_id: str,
+                      start_date: dt.datetime = pendulum.datetime(2026, 1, 1, tz="UTC")) -> DAG | None:
+    """The `<pipeline>_rollout` DAG of a canary-mode pipeline (None in direct mode): joins the
+    delayed labels and decides the canary (docs/rollout.md), on `airflow.rollout_check` and on
+    each `<pipeline>_feedback` asset event. Nothing waits in a worker slot: a run decides with
+    what has arrived and ends; an undecided canary is looked at again next time."""
+    template = template_lib.read(template_path)
+    if (template["deployment"].get("rollout") or {}).get("mode") != "canary":
+        return None
+    settings = deployment.airflow_settings(template["deployment"].get("airflow"))
+    alert_settings = deployment.alert_settings(template["deployment"].get("alerts"))
+    pipeline = template["pipeline"]
+    data_root, _ = data_source(template)
+    workdir = os.environ.get(WORKDIR_ENV, os.path.join(template_lib.REPO, "work"))
+    make = task_kinds(settings, pipeline=pipeline, workdir=workdir, data_root=data_root)
+    config = make.path(template["config"])
+    asset = feedback_asset(pipeline, workdir)
+    on_failure = alerts.FailureNotifier(pipeline=pipeline, settings=alert_settings, gate_task=nodes.DATA_GATE)
+    with DAG(
+        dag_id=dag_id,
+        schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable(settings["rollout_check"], timezone="UTC"),
+                                     assets=[asset]),
+        start_date=start_date,
+        catchup=False,
+        max_active_runs=1,
+        default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=1), "on_failure_callback": [on_failure],
+                      "execution_timeout": dt.timedelta(minutes=30)},
+        tags=["tfx", "rollout", pipeline],
+        doc_md=(f"### {pipeline} canary rollout\n\nJoins the request logs of `stable` and `canary` with the delayed "
+                f"labels under `{layout.feedback_dir(workdir, pipeline)}`, runs the always-valid test and promotes, "
+                "rolls back or continues (docs/rollout.md). Every decision is an MLMD execution "
+                "(`RolloutDecision`); promotions and roll-backs go into the model's history.jsonl and are sent "
+                f"as alerts. Runs on `{settings['rollout_check']}` and on each `{asset.name}` asset event. "
+                f"People: `retrain rollout status | promote | rollback --reason`."),
+    ) as dag:
+        make.rollout(
+            task_id="decide_canary",
+            arguments=["rollout", "decide", "--config", config, "--workdir", workdir, "--json"],
+            alert_settings=alert_settings,
+            doc_md="Ingests new request logs and feedback files, measures both versions over the same period, "
+                   "and decides. Its XCom is the decision: live metrics with intervals, counts, reason.",
+        )
     return dag
 
 

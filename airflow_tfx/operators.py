@@ -204,6 +204,26 @@ class SummaryOutcome:
         return outcome
 
 
+class RolloutOutcome:
+    """`retrain rollout decide --json`: the decision goes to XCom; a promotion, a roll-back
+    and a live-quality floor crossed are sent as alerts. Fails as its exit code says."""
+
+    alert_settings: dict
+    retrain_pipeline: str
+
+    def finish(self, context: Any, rc: int, lines: list[str], result: NodeResult | None) -> Any:
+        from airflow_tfx import alerts
+
+        if rc != exit_codes.OK:
+            raise failure_for_exit_code(rc, "\n".join(lines[-5:]))
+        decision = last_json_line(lines) or {}
+        ti = context["ti"]
+        for kind, reason in alerts.rollout_alerts(decision):
+            alerts.send(self.alert_settings, alerts.Alert(kind, self.retrain_pipeline, None, ti.run_id, reason,
+                                                          ti.dag_id, ti.task_id), context, self.log)
+        return decision
+
+
 class NodeOutcome:
     """`retrain node run`: the `RESULT` line decides. Complete and cached nodes succeed
     (cached ones say so), a node the pipeline's condition skipped is skipped, a data-gate
@@ -290,6 +310,16 @@ class RunSummaryOperator(SummaryOutcome, TfxRuntimeOperator):
         super().__init__(**kwargs)
         self.alert_settings = alert_settings
         self.span = span
+
+
+class RolloutDecisionOperator(RolloutOutcome, TfxRuntimeOperator):
+    """The rollout controller's decision; alerts on promotions, roll-backs and the floor."""
+
+    ui_color = "#eaf7e8"
+
+    def __init__(self, *, alert_settings: dict, **kwargs):
+        super().__init__(**kwargs)
+        self.alert_settings = alert_settings
 
 
 class TfxNodeOperator(NodeOutcome, TfxRuntimeOperator):
@@ -398,6 +428,9 @@ class ProcessTasks:
     def node(self, *, node_id: str, **kwargs) -> TfxNodeOperator:
         return TfxNodeOperator(task_id=node_id, node_id=node_id, workdir=self.workdir, pipeline=self.pipeline,
                                **kwargs)
+
+    def rollout(self, *, task_id: str, arguments: Sequence[str], **kwargs) -> RolloutDecisionOperator:
+        return RolloutDecisionOperator(task_id=task_id, arguments=arguments, pipeline=self.pipeline, **kwargs)
 
     def span_wait(self, *, task_id: str, what: str, **kwargs) -> BaseOperator:
         if what == "models":

@@ -31,6 +31,7 @@ from airflow_tfx.operators import (
     CommandOutcome,
     NodeOutcome,
     RetrainTask,
+    RolloutOutcome,
     SummaryOutcome,
     _drop_empty_options,
     node_arguments,
@@ -130,6 +131,14 @@ class RunSummaryPodOperator(SummaryOutcome, TfxPodOperator):
         self.span = span
 
 
+class RolloutDecisionPodOperator(RolloutOutcome, TfxPodOperator):
+    """The rollout controller's decision in a pod; alerts on promotions, roll-backs and the floor."""
+
+    def __init__(self, *, alert_settings: dict, **kwargs):
+        super().__init__(**kwargs)
+        self.alert_settings = alert_settings
+
+
 class TfxNodePodOperator(NodeOutcome, TfxPodOperator):
     """One TFX node of the run in a pod sized for its resource class."""
 
@@ -174,6 +183,10 @@ class PodTasks:
     def node(self, *, node_id: str, **kwargs) -> TfxNodePodOperator:
         return TfxNodePodOperator(task_id=node_id, node_id=node_id, workdir=self.workdir, pipeline=self.pipeline,
                                   pod=self._pod(node_id, nodes.resource_class(node_id)), **kwargs)
+
+    def rollout(self, *, task_id: str, arguments: Sequence[str], **kwargs) -> RolloutDecisionPodOperator:
+        return RolloutDecisionPodOperator(task_id=task_id, arguments=arguments, pipeline=self.pipeline,
+                                          pod=self._pod(task_id), **kwargs)
 
     def span_wait(self, *, task_id: str, what: str, **kwargs) -> TfxPodOperator:
         return self.command(task_id=task_id, arguments=[

@@ -10,6 +10,9 @@ parse time). Both sides take the defaults and the checks from here.
                     (deferred, no worker slot) up to `span_wait_hours` for its month.
                     RETRAIN_SCHEDULE overrides it per deployment.
   arrivals_check    cron of the `<pipeline>_span_arrivals` DAG that looks for new spans.
+  rollout_check     cron of the `<pipeline>_rollout` DAG (canary rollouts): how often the
+                    delayed labels are joined and the canary decided; it also runs on
+                    each event of the `<pipeline>_feedback` asset.
   settle_seconds    a span has arrived when no file in it changed for this long, or at
                     once when it holds a `_SUCCESS` marker.
   span_wait_hours   monthly schedule: how long a run waits for its span; then it is skipped.
@@ -56,6 +59,7 @@ SCHEDULES = ("data", "monthly")
 AIRFLOW_DEFAULTS: dict[str, Any] = {
     "schedule": "data",
     "arrivals_check": "*/10 * * * *",
+    "rollout_check": "*/30 * * * *",
     "settle_seconds": 60,
     "span_wait_hours": 72,
     "run_deadline_hours": 12,
@@ -109,10 +113,11 @@ def check_airflow(values: Mapping[str, Any]) -> None:
         v = values.get(key, AIRFLOW_DEFAULTS[key])
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= floor:
             raise DeploymentError(f"airflow.{key}: must be a number of hours {'> 0' if floor == 0 else '>= 0'}, got {v!r}")
-    cron = values.get("arrivals_check", AIRFLOW_DEFAULTS["arrivals_check"])
-    if not isinstance(cron, str) or not (cron.startswith("@") or (
-            len(cron.split()) == 5 and all(_CRON_FIELD.match(f) for f in cron.split()))):
-        raise DeploymentError(f"airflow.arrivals_check: expected a cron expression such as '*/10 * * * *', got {cron!r}")
+    for key in ("arrivals_check", "rollout_check"):
+        cron = values.get(key, AIRFLOW_DEFAULTS[key])
+        if not isinstance(cron, str) or not (cron.startswith("@") or (
+                len(cron.split()) == 5 and all(_CRON_FIELD.match(f) for f in cron.split()))):
+            raise DeploymentError(f"airflow.{key}: expected a cron expression such as '*/10 * * * *', got {cron!r}")
     if values.get("execution", "process") not in EXECUTIONS:
         raise DeploymentError(f"airflow.execution: must be one of {list(EXECUTIONS)}, got {values['execution']!r}")
     check_kubernetes(values.get("kubernetes") or {}, required=values.get("execution") == "kubernetes")

@@ -2,7 +2,7 @@
 
 import os
 
-from airflow_tfx.dag_factory import build_arrivals_dag, build_dag
+from airflow_tfx.dag_factory import build_arrivals_dag, build_dag, build_rollout_dag
 
 DOC_MD = """
 ### Taxi retraining (TFX 1.16 on Airflow 3)
@@ -31,3 +31,5 @@ TEMPLATE = os.path.join(os.path.dirname(__file__), "compiled", "taxi.json")
 dag = build_dag(template_path=TEMPLATE, dag_id="taxi_retraining", doc_md=DOC_MD)
 # Announces each arrived span (the data schedule); None on the monthly calendar.
 arrivals = build_arrivals_dag(template_path=TEMPLATE, dag_id="taxi_span_arrivals")
+# Decides the canary under test from delayed labels (rollout mode canary); None in direct mode.
+rollout = build_rollout_dag(template_path=TEMPLATE, dag_id="taxi_rollout")

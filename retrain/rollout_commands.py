@@ -45,8 +45,8 @@ def _context(args):
 
 
 def _print(decision, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps(decision.to_dict(), indent=2, sort_keys=True) + "\n")
+    if as_json:  # one line: the Airflow task hands the last JSON line to XCom
+        sys.stdout.write(json.dumps(decision.to_dict(), sort_keys=True) + "\n")
         return
     live = decision.live
     lines = [f"{decision.model}: {decision.action}{' (applied)' if decision.applied else ''} -- {decision.reason}"]
@@ -99,7 +99,11 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     except feedback.FeedbackError as e:
         raise BadInput(str(e)) from e
     if decision is None:
-        raise BadInput(f"{config.model_name}: no canary is under test")
+        if command != "decide":
+            raise BadInput(f"{config.model_name}: no canary is under test")
+        nothing = {"model": config.model_name, "action": "none", "reason": "no canary is under test"}
+        sys.stdout.write((json.dumps(nothing) if args.json else f"{config.model_name}: no canary is under test") + "\n")
+        return exit_codes.OK
     if command == "decide" and args.dry_run:
         _print(decision, args.json)
         return exit_codes.OK

@@ -178,3 +178,15 @@ def test_run_summary_sends_nothing_for_a_push_and_repeats_no_stop(inbox):
     with pytest.raises(AirflowFailException, match="data gate"):  # fails the DAG run, as before
         _summary_task(outcomes.STOPPED_BY_DATA_GATE).execute(_context_for_summary())
     assert inbox.messages == []  # the DataGate task alerted for the stop
+
+
+def test_rollout_decisions_alert_on_promotion_rollback_and_the_live_floor():
+    applied = {"applied": True, "action": "rollback", "canary": 3, "stable": 2, "reason": "auc -0.21: worse",
+               "alerts": ["live_floor: stable version 2 live auc 0.61 is past the floor 0.7"]}
+    kinds = alerts.rollout_alerts(applied)
+    assert [k for k, _ in kinds] == [alerts.ROLLED_BACK, alerts.LIVE_FLOOR]
+    assert kinds[0][1].startswith("version 3 (stable was 2): auc -0.21")
+    assert alerts.rollout_alerts({"applied": False, "action": "continue", "alerts": []}) == []
+    assert [k for k, _ in alerts.rollout_alerts({**applied, "action": "promote", "alerts": []})] == [alerts.PROMOTED]
+    alert = alerts.Alert(alerts.PROMOTED, "taxi", None, "scheduled__x", "why", "taxi_rollout", "decide_canary")
+    assert alert.subject == "[retrain] taxi: the canary was promoted to stable"

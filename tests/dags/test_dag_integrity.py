@@ -16,6 +16,8 @@ DAGS = os.path.join(REPO, "dags")
 TEMPLATE = os.path.join(DAGS, "compiled", "taxi.json")
 DAG_IDS = {"diabetes_retraining": "diabetes", "digits_retraining": "digits", "taxi_retraining": "taxi"}
 ARRIVAL_DAG_IDS = {"diabetes_span_arrivals", "digits_span_arrivals", "taxi_span_arrivals"}
+# Canary-mode pipelines (taxi, the generated diabetes) get a rollout DAG; digits pushes directly.
+ROLLOUT_DAG_IDS = {"diabetes_rollout", "taxi_rollout"}
 
 _PARSE = r"""
 import json, sys
@@ -46,11 +48,29 @@ def parsed():
 
 def test_no_import_errors(parsed):
     assert parsed["errors"] == {}
-    assert parsed["dag_ids"] == sorted(set(DAG_IDS) | ARRIVAL_DAG_IDS)
+    assert parsed["dag_ids"] == sorted(set(DAG_IDS) | ARRIVAL_DAG_IDS | ROLLOUT_DAG_IDS)
     # The report plugin authorizes a pipeline's reports against this DAG id.
     assert {links.dag_id(p) for p in DAG_IDS.values()} == set(DAG_IDS)
     for dag_id in ARRIVAL_DAG_IDS:
         assert parsed["downstream"][dag_id] == {"announce_new_spans": []}
+    for dag_id in ROLLOUT_DAG_IDS:
+        assert parsed["downstream"][dag_id] == {"decide_canary": []}
+
+
+def test_the_rollout_dag_runs_on_feedback_and_on_its_cron(monkeypatch, tmp_path):
+    from airflow_tfx.dag_factory import build_rollout_dag
+
+    monkeypatch.setenv("RETRAIN_WORKDIR", str(tmp_path))
+    dag = build_rollout_dag(TEMPLATE, "taxi_rollout")
+    from airflow.sdk import AssetOrTimeSchedule
+
+    assert isinstance(dag.schedule, AssetOrTimeSchedule)
+    assert "expression='*/30 * * * *'" in repr(dag.schedule.timetable)
+    assert [a.name for a in dag.schedule.asset_condition.objects] == ["taxi_feedback"]
+    assert dag.max_active_runs == 1
+    [task] = dag.tasks
+    assert task.arguments[:3] == ["rollout", "decide", "--config"] and "--json" in task.arguments
+    assert build_rollout_dag(os.path.join(DAGS, "compiled", "digits.json"), "digits_rollout") is None
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
