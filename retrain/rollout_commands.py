@@ -79,6 +79,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         return _simulate(args, config)
     if command == "status":
         state = controller.status(config.workdir, config.model_name)
+        where = config.metadata_store
+        state["decisions"] = (controller.decisions(metadata.open_store(where, readonly=True), config.model_name)[-5:]
+                              if where.exists() else [])
         try:
             decision = controller.measure(config.workdir, config.model_name, config.task, settings)
         except feedback.FeedbackError as e:
@@ -93,6 +96,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             sys.stdout.write("no canary under test\n")
         else:
             _print(decision, False)
+        for past in state["decisions"]:
+            sys.stdout.write(f"  decided {past['decided_at']} by {past['decided_by']}: {past['action']} canary "
+                             f"{past['canary_version']} (stable {past['stable_version']}): {past['reason']}\n")
         return exit_codes.OK
     try:
         decision = controller.measure(config.workdir, config.model_name, config.task, settings)
