@@ -313,14 +313,52 @@ def build_rollout_dag(template_path: str, dag_id: str,
                 f"as alerts. Runs on `{settings['rollout_check']}` and on each `{asset.name}` asset event. "
                 f"People: `retrain rollout status | promote | rollback --reason`."),
     ) as dag:
-        make.rollout(
+        decide = make.rollout(
             task_id="decide_canary",
             arguments=["rollout", "decide", "--config", config, "--workdir", workdir, "--json"],
             alert_settings=alert_settings,
             doc_md="Ingests new request logs and feedback files, measures both versions over the same period, "
-                   "and decides. Its XCom is the decision: live metrics with intervals, counts, reason.",
+                   "and decides (with approval required: proposes). Its XCom is the decision: live metrics with "
+                   "intervals, counts, reason.",
         )
+        if (template["deployment"].get("rollout") or {}).get("approval") == "required":
+            _rollout_review_tasks(make, decide, config, workdir, pipeline, alert_settings)
     return dag
+
+
+def _rollout_review_tasks(make, decide, config: str, workdir: str, pipeline: str, alert_settings: dict) -> None:
+    """With `rollout.approval: required`: a proposed promotion or roll-back waits (deferred,
+    in the triggerer) for a person's Apply / Veto / Force in Airflow's HITL prompt; their answer
+    and name are recorded with the decision (MLMD, history). A `continue` needs nobody."""
+    from airflow.providers.standard.operators.hitl import HITLOperator
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+
+    proposal = "ti.xcom_pull(task_ids='decide_canary')"
+    needs = ShortCircuitOperator(
+        task_id="needs_review", python_callable=_proposes_a_change, op_args=["{{ " + proposal + " | tojson }}"],
+        doc_md="Goes on only when the test proposes a promotion or a roll-back.")
+    prompt = HITLOperator(
+        task_id="review_decision",
+        subject=f"{pipeline} canary: {{{{ {proposal}['action'] }}}}?",
+        body=("The rollout test proposes **{{ " + proposal + "['action'] }}** for canary version {{ " + proposal
+              + "['canary'] }} (stable {{ " + proposal + "['stable'] }}).\n\n{{ " + proposal + "['reason'] }}"),
+        options=list(deployment.ROLLOUT_REVIEW_OPTIONS), defaults=None, response_timeout=dt.timedelta(days=3), retries=0)
+    pulled = "ti.xcom_pull(task_ids='review_decision')"
+    record = make.rollout(
+        task_id="record_review",
+        arguments=["rollout", "decide", "--config", config, "--workdir", workdir, "--json",
+                   "--review", "{{ " + pulled + "['chosen_options'][0] }}",
+                   "--reviewer", "{{ (" + pulled + "['responded_by_user'] or {}).get('name') or " + pulled
+                   + "['responded_by_user'] }}"],
+        alert_settings=alert_settings, retries=0,
+        doc_md="Applies the person's answer (Apply, Veto, Force promote, Force roll back) and records who and why.")
+    decide >> needs >> prompt >> record
+
+
+def _proposes_a_change(decision_json: str) -> bool:
+    import json
+
+    return (json.loads(decision_json or "null") or {}).get("action") in ("promote", "rollback")
 
 
 def _pool(node_id: str, pools: dict) -> dict:

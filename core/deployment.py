@@ -55,6 +55,9 @@ EXECUTIONS = ("process", "kubernetes")
 DEADLINE_ENV = "RETRAIN_RUN_DEADLINE_HOURS"
 ALERTS_TO_ENV = "RETRAIN_ALERTS_TO"
 SCHEDULES = ("data", "monthly")
+# A person's answers to a proposed canary decision (Airflow's HITL prompt, `retrain rollout
+# decide --review`), with `rollout.approval: required`.
+ROLLOUT_REVIEW_OPTIONS = ("Apply", "Veto", "Force promote", "Force roll back")
 
 AIRFLOW_DEFAULTS: dict[str, Any] = {
     "schedule": "data",

@@ -135,3 +135,27 @@ def run_id_of(store, execution) -> str | None:
         if c.type_id == ctx_type.id:
             return c.name
     return None
+
+
+# The rollout controller's decisions (rollout/controller.py writes them; reports read them).
+ROLLOUT_DECISION = "RolloutDecision"
+_JSON_PROPS = ("live", "difference", "counts")
+
+
+def rollout_decisions(store, model: str, version: int | None = None) -> list[dict[str, Any]]:
+    """Every recorded rollout decision of a model, oldest first (with `version`: those where
+    it was the canary or the stable version)."""
+    import json
+
+    out = []
+    for execution in sorted(store.get_executions_by_type(ROLLOUT_DECISION), key=lambda e: e.id):
+        values = props(execution)
+        if values.get("model") != model:
+            continue
+        if version is not None and version not in (values.get("canary_version"), values.get("stable_version")):
+            continue
+        for key in _JSON_PROPS:
+            values[key] = json.loads(values.get(key) or "null")
+        values["id"] = execution.id
+        out.append(values)
+    return out

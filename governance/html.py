@@ -209,6 +209,35 @@ def _new_span(check: dict | None) -> list[str]:
             + rows + "</table></details>"]
 
 
+def _live(live: dict | None, push: dict) -> list[str]:
+    """After the push: offline against live metrics, the version's role and the decision trail."""
+    if not push.get("pushed"):
+        return []
+    if not live:
+        return ["<h2>Live</h2><p class=muted>no rollout has measured this version on live traffic (direct push, "
+                "or no labelled traffic yet)</p>"]
+    rows = "".join(
+        f"<tr><td>{_e(x['metric'])}</td><td>{_fmt(x['offline'])}</td><td>{_fmt(x['live'])} "
+        f"<span class=muted>[{_fmt(x.get('live_low'))}, {_fmt(x.get('live_high'))}]</span></td>"
+        f"<td>{_fmt(x.get('other_live'))}</td></tr>" for x in live.get("offline_vs_live") or [])
+    out = [f"<h2>Live: version {_e(live['version'])} is {_e(live.get('role') or 'unknown')}</h2>"]
+    if rows:
+        out.append(f"<table><tr><th>metric</th><th>offline (eval split)</th><th>live (95% interval)</th>"
+                   f"<th>live, version {_e(live.get('compared_with'))}</th></tr>{rows}</table>")
+    trail = "".join(
+        f"<tr><td>{_e(d.get('decided_at'))}</td><td>{_e(d.get('action'))}{' (applied)' if d.get('applied') else ''}</td>"
+        f"<td>{_e(d.get('decided_by'))}</td><td>{_e(d.get('reason'))}</td></tr>" for d in live.get("decisions") or [])
+    if trail:
+        out.append("<h3>Decisions (ML Metadata, RolloutDecision)</h3><table><tr><th>when</th><th>decision</th>"
+                   f"<th>by</th><th>why</th></tr>{trail}</table>")
+    events = "".join(f"<tr><td>{_e(e.get('time'))}</td><td>{_e(e.get('event'))}</td><td>{_e(e.get('user'))}</td>"
+                     f"<td>{_e(e.get('reason'))}</td></tr>" for e in live.get("events") or [])
+    if events:
+        out.append("<details><summary>labels and pins (history.jsonl)</summary><table><tr><th>when</th><th>event</th>"
+                   f"<th>by</th><th>why</th></tr>{events}</table></details>")
+    return out
+
+
 def render(r: dict) -> str:
     push = r.get("push") or {}
     outcome = r.get("outcome", "?")
@@ -230,6 +259,7 @@ def render(r: dict) -> str:
         *([("runtime (SBOM)", _runtime_cell(model.get("runtime")))] if model else []),
         ("baseline model", f"MLMD artifact {_e((r.get('baseline_model') or {}).get('artifact_id'))}" if r.get("baseline_model") else "none (first model)"),
     ]))
+    out += _live(r.get("live"), push)
     code = r.get("code") or {}
     out.append("<h2>Code</h2>" + _table([
         ("git commit", f"<code>{_e(code.get('git_commit'))}</code>"),

@@ -73,6 +73,9 @@ class RunRecord:
     approval: dict | None = None
     push: dict = dataclasses.field(default_factory=lambda: {"pushed": False})
     tflite: dict | None = None
+    # After the push: the version's rollout (its role now, the live metrics the rollout
+    # controller measured, every decision about it); None for a version never under test.
+    live: dict | None = None
     backfilled_spans: list[int] = dataclasses.field(default_factory=list)
     # Each Beam node's runner profile and why (run.json; pipelines/beam.py).
     beam: dict = dataclasses.field(default_factory=dict)
@@ -479,7 +482,61 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     r.outcome = classify(r)
     if not r.push.get("pushed"):
         r.push = {"pushed": False, "reason": r.outcome.reason}
+    else:
+        r.live = live_record(store, r.push.get("path"), r.evaluation)
     return r
+
+
+_ROLLOUT_EVENTS = ("stable", "canary", "canary_superseded", "promote", "canary_rollback", "rollback", "release")
+
+
+def live_record(store, version_path: str | None, evaluation: dict | None) -> dict | None:
+    """The pushed version's life after the push: its rollout events (serving/history.jsonl),
+    the rollout controller's decisions about it (MLMD), and its offline key metrics beside
+    the live ones of the latest decision. None when the version never took part in a rollout."""
+    from core.mlmd import rollout_decisions
+    from serving import history
+
+    if not version_path or not os.path.basename(version_path).isdigit():
+        return None
+    version, base = int(os.path.basename(version_path)), os.path.dirname(version_path)
+    model = os.path.basename(base)
+    events = [e for e in history.read(base) if e.get("event") in _ROLLOUT_EVENTS
+              and version in (e.get("version"), e.get("to_version"), e.get("from_version"), e.get("stable_version"))]
+    decisions = rollout_decisions(store, model, version)
+    if not events and not decisions:
+        return None
+    role = None
+    for e in events:
+        kind = e["event"]
+        if kind == "canary" and e.get("version") == version:
+            role = "canary"
+        elif kind == "stable" and e.get("version") == version or kind == "promote" and e.get("to_version") == version:
+            role = "stable"
+        elif kind == "canary_rollback" and e.get("version") == version:
+            role = "rolled back"
+        elif kind == "canary_superseded" and e.get("version") == version:
+            role = "superseded"
+        elif kind == "promote" and e.get("from_version") == version or kind == "rollback" and e.get("from_version") == version:
+            role = "replaced"
+        elif kind == "rollback" and e.get("to_version") == version:
+            role = "stable"
+    side_by_side = []
+    latest = decisions[-1] if decisions else None
+    overall = (evaluation or {}).get("overall") or {}
+    if latest:
+        mine = "canary" if latest.get("canary_version") == version else "stable"
+        other = "stable" if mine == "canary" else "canary"
+        for metric, live in (latest.get("live") or {}).get(mine, {}).items():
+            if isinstance(live, dict) and "value" in live:
+                side_by_side.append({"metric": metric, "offline": (overall.get(metric) or {}).get("candidate"),
+                                     "live": live["value"],
+                                     "live_low": live.get("low"), "live_high": live.get("high"),
+                                     "other_live": ((latest["live"].get(other) or {}).get(metric) or {}).get("value")})
+    return {"version": version, "model": model, "role": role, "events": events, "decisions": decisions,
+            "offline_vs_live": side_by_side, "compared_with": (
+                (latest.get("stable_version") if latest.get("canary_version") == version else latest.get("canary_version"))
+                if latest else None)}
 
 
 def _signature(version_dir: str | None) -> dict | None:

@@ -90,6 +90,16 @@ def _latest_run(store, model, training_execution) -> str:
     return lineage.run_id_of(store, newest) or lineage.run_id_of(store, training_execution)
 
 
+def run_of_version(store, version: int) -> str | None:
+    """The run that judged (and pushed) the Model artifact served as `version`, or None."""
+    for model in store.get_artifacts_by_type("Model"):
+        if _pushed_version(store, model) == version:
+            execution = _training_execution(store, model)
+            if execution is not None:
+                return _latest_run(store, model, execution)
+    return None
+
+
 def _pushed_version(store, model) -> int | None:
     for execution, node in lineage.consumers(store, model.id):
         if node == nodes.PUSHER:

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from core import exit_codes
+from core import deployment, exit_codes
 from core.errors import BadInput
 from retrain import options
 
@@ -31,12 +31,19 @@ def add_parsers(sub) -> None:
             p.add_argument("--reason", required=True, help="recorded in MLMD and the model's history")
         if name == "decide":
             p.add_argument("--dry-run", action="store_true", help="measure and print; change nothing")
+            p.add_argument("--review", choices=REVIEW_CHOICES,
+                           help="a person's answer to the proposed decision (Airflow's HITL prompt): apply it, veto "
+                                "it (recorded, nothing changes), or force the other outcome")
+            p.add_argument("--reviewer", help="who answered (--review)")
         if name == "simulate":
             p.add_argument("--url", default="http://127.0.0.1:8501", help="a server on this machine")
             p.add_argument("--span", required=True, help="whose examples are sent and whose labels are written")
             p.add_argument("--requests", type=int, default=2000)
             p.add_argument("--key-prefix", help="default: sim-<span>-<time>")
             p.add_argument("--delay-hours", type=float, default=1.0, help="when the labels are said to be known")
+
+
+REVIEW_CHOICES = deployment.ROLLOUT_REVIEW_OPTIONS
 
 
 def _context(args):
@@ -110,10 +117,23 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         nothing = {"model": config.model_name, "action": "none", "reason": "no canary is under test"}
         sys.stdout.write((json.dumps(nothing) if args.json else f"{config.model_name}: no canary is under test") + "\n")
         return exit_codes.OK
-    if command == "decide" and args.dry_run:
-        _print(decision, args.json)
+    proposals_need_a_person = (command == "decide" and settings.approval == "required" and not args.review
+                               and decision.action != "continue")
+    if command == "decide" and (args.dry_run or proposals_need_a_person):
+        _print(decision, args.json)  # a proposal: the Airflow prompt (or a person) decides
         return exit_codes.OK
     by = controller.user() if command in ("promote", "rollback") else "controller"
+    if command == "decide" and args.review:
+        by = args.reviewer or controller.user()
+        proposed = decision.action
+        if args.review == "Veto":
+            decision.action = "continue"
+            decision.reason = f"vetoed by {by} (proposed: {proposed}): {decision.reason}"
+        elif args.review.startswith("Force"):
+            decision.action = "promote" if args.review == "Force promote" else "rollback"
+            decision.reason = f"{decision.action} forced by {by} (proposed: {proposed}): {decision.reason}"
+        else:
+            decision.reason = f"{proposed} approved by {by}: {decision.reason}"
     if command in ("promote", "rollback"):
         decision.action = command
         decision.reason = f"{command} by {by}: {args.reason.strip()} (evidence then: {decision.reason})"
@@ -121,6 +141,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             raise BadInput("a reason is required: it is what a reviewer reads later")
     store = metadata.open_store(config.metadata_store)
     controller.apply(config.workdir, decision, store, by=by)
+    from runner import rollout_reports
+
+    rollout_reports.refresh(config, (decision.canary, decision.stable), log=lambda m: sys.stderr.write(m + "\n"))
     _print(decision, args.json)
     return exit_codes.OK
 

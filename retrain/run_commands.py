@@ -118,7 +118,7 @@ def compile_template(config_path: str, out: str) -> dict:
     ir = runs.compile_for_span(config, spans.list_spans(config.data_root)[-1])
     template = dag_template.from_ir(ir, config_path, NODE_STAGES, {
         "metadata": config.metadata, "airflow": dict(config.airflow), "alerts": dict(config.alerts),
-        "rollout": {"mode": config.rollout_settings.mode},
+        "rollout": {"mode": config.rollout_settings.mode, "approval": config.rollout_settings.approval},
         # Where the span-arrival check looks (the DAG's RETRAIN_DATA_ROOT_<PIPELINE> wins).
         "data": {"root": dag_template.repo_relative(config.data_root), "format": config.example_format},
     })

@@ -29,7 +29,7 @@ from rollout import feedback, join, live_metrics, sequential
 from rollout.settings import RolloutSettings
 from serving import history, versions
 
-EXECUTION_TYPE = "RolloutDecision"
+from core.mlmd import ROLLOUT_DECISION as EXECUTION_TYPE
 PUSH_INFO = os.path.join("assets.extra", "push_info.json")
 FLOOR_ALERT = "live_floor"
 
@@ -232,16 +232,7 @@ def decisions(store, model: str) -> list[dict[str, Any]]:
     """Every recorded decision of a model, oldest first."""
     from core import mlmd
 
-    out = []
-    for execution in sorted(store.get_executions_by_type(EXECUTION_TYPE), key=lambda e: e.id):
-        values = mlmd.props(execution)
-        if values.get("model") != model:
-            continue
-        for key in ("live", "difference", "counts"):
-            values[key] = json.loads(values.get(key) or "null")
-        values["id"] = execution.id
-        out.append(values)
-    return out
+    return mlmd.rollout_decisions(store, model)
 
 
 def user() -> str:

@@ -16,6 +16,8 @@
                                 # point estimate is above -max_regression, else roll back),
                                 # rollback or promote
       live_floor: null          # alert when stable's live metric is below this (error metrics: above)
+      approval: none            # required: a person applies, vetoes or forces each promotion
+                                # or roll-back the test proposes (Airflow's HITL prompt)
 
 A newer blessed candidate that arrives while a canary is under test replaces it: the old
 canary keeps its folder, loses its label, is marked superseded, and the test starts again
@@ -45,6 +47,7 @@ class RolloutSettings(Settings):
     max_hours: float = 72.0
     on_run_out: Literal["estimate", "rollback", "promote"] = "estimate"
     live_floor: float | None = None
+    approval: Literal["none", "required"] = "none"
 
     def check(self) -> None:
         if not 0 < self.canary_share < 1:

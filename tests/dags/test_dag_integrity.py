@@ -219,3 +219,22 @@ def test_approval_gate_gets_a_human_in_the_loop_prompt(tmp_path):
     assert "push.candidate_report" in dag.get_task("push.ServingCheck").downstream_task_ids
     args = dag.get_task("push.record_approval").arguments
     assert args[:2] == ["approve", "--workdir"] and "--decision" in args and "--reviewer" in args
+
+
+def test_a_rollout_with_approval_waits_for_a_person_to_apply_veto_or_force(monkeypatch, tmp_path):
+    from airflow_tfx.dag_factory import _proposes_a_change, build_rollout_dag
+    from retrain.rollout_commands import REVIEW_CHOICES
+
+    template = json.load(open(TEMPLATE))
+    template["deployment"]["rollout"] = {"mode": "canary", "approval": "required"}
+    path = tmp_path / "taxi.json"
+    path.write_text(json.dumps(template))
+    monkeypatch.setattr(template_lib, "check_fresh", lambda *a, **k: None, raising=False)
+    dag = build_rollout_dag(str(path), "taxi_rollout")
+    assert {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} == {
+        "decide_canary": ["needs_review"], "needs_review": ["review_decision"],
+        "review_decision": ["record_review"], "record_review": []}
+    prompt = dag.get_task("review_decision")
+    assert type(prompt).__name__ == "HITLOperator" and tuple(prompt.options) == REVIEW_CHOICES
+    assert "--review" in dag.get_task("record_review").arguments
+    assert _proposes_a_change('{"action": "rollback"}') and not _proposes_a_change('{"action": "continue"}')
