@@ -66,8 +66,20 @@ class SkewSettings:
 
 
 def served_version(serving_model_dir: str) -> Optional[tuple[int, dict]]:
-    """(version, its push_info) of the newest version under a model's serving folder, or None."""
-    for version in reversed(existing_versions(serving_model_dir)):
+    """(version, its push_info) of the version that answers the model's traffic: the one
+    models.config serves (its `stable` label during a canary rollout, a pinned version after
+    a rollback), else the newest under the model's serving folder; None if none was pushed
+    by this pipeline."""
+    from serving import model_config, versions
+
+    order = list(reversed(existing_versions(serving_model_dir)))
+    root, name = os.path.split(os.path.abspath(serving_model_dir))
+    if order and os.path.exists(versions.config_path(root)):
+        entry = model_config.find(model_config.load(versions.config_path(root)), name)
+        chosen = versions.served_version(entry, order) if entry is not None else None
+        if chosen is not None:
+            order = [chosen] + [v for v in order if v != chosen]
+    for version in order:
         try:
             with open(os.path.join(serving_model_dir, str(version), PUSH_INFO), encoding="utf-8") as f:
                 return version, json.load(f)

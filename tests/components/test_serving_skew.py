@@ -8,6 +8,7 @@ flagged and the feature named.
 """
 
 import csv
+import json
 import os
 
 import pytest
@@ -104,4 +105,22 @@ def test_served_version_reads_the_newest_push_info(tmp_path):
         os.makedirs(base / str(version) / "assets.extra")
         (base / str(version) / "assets.extra" / "push_info.json").write_text(f'{{"model_artifact_id": {model_id}}}')
     os.makedirs(base / "300")  # not pushed by this pipeline: no push_info, its training data unknown
+    assert serving_skew.served_version(str(base)) == (200, {"model_artifact_id": 9})
+
+
+def test_the_served_version_is_the_stable_one_under_a_canary_and_the_pinned_one_after_a_rollback(tmp_path):
+    from serving import model_config, versions
+
+    base = tmp_path / "taxi"
+    for v, artifact in ((100, 7), (200, 9)):
+        (base / str(v) / "assets.extra").mkdir(parents=True)
+        (base / str(v) / "assets.extra" / "push_info.json").write_text(json.dumps({"model_artifact_id": artifact}))
+    config = model_config.single_model("taxi", str(base), policy="specific", versions=(100, 200),
+                                       labels={"stable": 100, "canary": 200})
+    model_config.write(config, versions.config_path(str(tmp_path)))
+    assert serving_skew.served_version(str(base)) == (100, {"model_artifact_id": 7})
+    (base / "300").mkdir()  # a rolled-back canary is newer, but stable 100 still answers
+    assert serving_skew.served_version(str(base)) == (100, {"model_artifact_id": 7})
+    model_config.write(model_config.single_model("taxi", str(base), policy="specific", versions=(200,)),
+                       versions.config_path(str(tmp_path)))
     assert serving_skew.served_version(str(base)) == (200, {"model_artifact_id": 9})
