@@ -25,7 +25,7 @@ PYTHON310 ?= $(shell for p in python3.10 $$HOME/.pyenv/versions/3.10*/bin/python
 	/root/.pyenv/versions/3.10*/bin/python3.10 /usr/local/bin/python3.10 /usr/bin/python3.10; do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 
-.PHONY: help venv airflow-venv compile demo run-local test test-tfx test-tfx-lane2 test-lane2 test-airflow airflow airflow-stop \
+.PHONY: help venv airflow-venv compile demo rollout-demo run-local test test-tfx test-tfx-lane2 test-lane2 test-airflow airflow airflow-stop \
 	airflow-cluster airflow-cluster-stop services services-stop lock clean
 
 help:
@@ -84,6 +84,11 @@ compile: $(TEMPLATES)
 
 demo: venv airflow-venv $(TEMPLATES)
 	RETRAIN_WORKDIR=$(abspath $(WORKDIR)) scripts/airflow.sh demo
+
+# A good canary promoted and a bad one rolled back from delayed labels (docs/rollout.md),
+# through Airflow (its grid), the governance report and MLMD, on the embedded taxi data.
+rollout-demo: venv airflow-venv $(TEMPLATES)
+	$(VENV)/bin/python -m runner.rollout_demo --workdir $(abspath $(WORKDIR))/rollout-demo --fresh
 
 run-local: venv
 	$(VENV)/bin/retrain run --workdir $(WORKDIR)

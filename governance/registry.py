@@ -44,10 +44,11 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
     serving_root = layout.serving_root(workdir)
     base = os.path.join(serving_root, model_name)
     available = sorted(discover(base))
-    served_now = None
+    served_now = canary_now = None
     if available:
-        entry = versions.load_or_default(serving_root, model_name)
-        served_now = versions.served_version(model_config.find(entry, model_name), available)
+        entry = model_config.find(versions.load_or_default(serving_root, model_name), model_name)
+        served_now = versions.served_version(entry, available)
+        canary_now = entry.version_labels.get(versions.CANARY)
     events = history.read(base)
     rolled_back = ({e.get("from_version") for e in events if e.get("event") == "rollback"}
                    | {e.get("version") for e in events if e.get("event") == "canary_rollback"})
@@ -70,6 +71,8 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
             "approval": (rep.get("approval") or {}).get("decision"),
             "pushed_version": version, "still_on_disk": version in available if version else False,
             "served_now": version is not None and version == served_now,
+            # Under test: labelled `canary`, answering its share of traffic (docs/rollout.md).
+            "canary_now": version is not None and version == canary_now,
             "rolled_back": version in rolled_back if version else False,
             "outcome": rep.get("outcome"),
             # Which runtime built it: its CycloneDX SBOM's digest and key package versions.
@@ -118,7 +121,8 @@ def format_table(rows: list[dict]) -> str:
         metrics = ", ".join(f"{k} {v}" for k, v in r["metrics"].items()) or "-"
         lines.append(
             f"{r['model_id']:>5} {r['pushed_version'] or '-'!s:>11} {r['span']!s:>6} {metrics:<34} "
-            f"{_flag(r['blessed']):<7} {_flag(r['pushed_version'] is not None):<6} {_flag(r['served_now']):<7} "
+            f"{_flag(r['blessed']):<7} {_flag(r['pushed_version'] is not None):<6} "
+            f"{'canary' if r.get('canary_now') else _flag(r['served_now']):<7} "
             f"{_flag(r['rolled_back']):<11} {(r['runtime'] or {}).get('sbom_sha256', '-')[:12]:<12} {r['report_html']}"
         )
     return "\n".join(lines)
@@ -136,7 +140,8 @@ def write_index(rows: list[dict], pipeline: str, pipeline_root: str) -> str:
     body = "".join(
         f"<tr><td>{r['model_id']}</td><td>{e(str(r['pushed_version'] or '-'))}</td><td>{e(str(r['span']))}</td>"
         f"<td>{e(', '.join(f'{k} {v}' for k, v in r['metrics'].items()))}</td><td>{_flag(r['blessed'])}</td>"
-        f"<td>{_flag(r['pushed_version'] is not None)}</td><td>{'<b>yes</b>' if r['served_now'] else 'no'}</td>"
+        f"<td>{_flag(r['pushed_version'] is not None)}</td>"
+        f"<td>{'<b>yes</b>' if r['served_now'] else 'canary' if r.get('canary_now') else 'no'}</td>"
         f"<td>{_flag(r['rolled_back'])}</td><td>{e(r['outcome'] or '')}</td><td><code>{e(r['run_id'])}</code></td>"
         f"<td title=\"{e((r['runtime'] or {}).get('versions') or '')}\"><code>"
         f"{e((r['runtime'] or {}).get('sbom_sha256', '-')[:12])}</code></td>"

@@ -5,8 +5,8 @@ Outcomes (rollout/sequential.py): `promote` (stable moves to the canary's versio
 `rollback` (the canary's label goes; its folder stays, marked rolled back) or `continue`.
 Run-out rule: a canary still undecided when it has `max_labelled` labels or has run
 `max_hours` gets `on_run_out` (default `estimate`: promoted when the point estimate of the
-difference is above -max_regression, else rolled back, as a truncated sequential test
-ends), and the reason says it ran out.
+difference is above -max_regression / 2, the middle of the indifference zone, else rolled
+back, as a truncated sequential test ends), and the reason says it ran out.
 
 Every decision, `continue` included, is an MLMD execution of type `RolloutDecision`
 whose inputs are both versions' Model artifacts, with the live metrics, counts and reason;

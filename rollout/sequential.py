@@ -79,14 +79,15 @@ def decide(ci: Interval, max_regression: float) -> str:
 
 
 def run_out(ci: Interval | None, max_regression: float, rule: str) -> str:
-    """The decision for a canary that ran out of budget undecided. `estimate` (the truncated
-    test's usual rule): promote when the point estimate is above -max_regression, else roll
-    back (also without any estimate); `rollback` / `promote`: always that."""
+    """The decision for a canary that ran out of budget undecided. `estimate` (a truncated
+    test's rule): promote when the point estimate is above the middle of the indifference
+    zone, -max_regression / 2, else roll back (also without any estimate); `rollback` /
+    `promote`: always that."""
     if rule in (PROMOTE, ROLLBACK):
         return rule
     if ci is None or not math.isfinite(ci.estimate):
         return ROLLBACK
-    return PROMOTE if ci.estimate > -max_regression else ROLLBACK
+    return PROMOTE if ci.estimate > -max_regression / 2 else ROLLBACK
 
 
 def fixed_horizon_n(per_example_variance: float, difference: float, alpha: float, power: float) -> float:

@@ -13,7 +13,7 @@
       max_labelled: 20000       # canary labels after which the run-out rule decides
       max_hours: 72             # wall time after which the run-out rule decides
       on_run_out: estimate      # what an undecided canary gets: estimate (promote when the
-                                # point estimate is above -max_regression, else roll back),
+                                # point estimate is above -max_regression / 2, else roll back),
                                 # rollback or promote
       live_floor: null          # alert when stable's live metric is below this (error metrics: above)
       approval: none            # required: a person applies, vetoes or forces each promotion

@@ -380,3 +380,77 @@ def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tm
     # The quarantined span cannot be run until released.
     code, _, stderr = retrain(env, "--span", "201611")
     assert code == 2 and "span 201611 is quarantined (by reviewer" in stderr
+
+
+def test_a_canary_of_the_pushed_model_is_promoted_and_a_degraded_one_rolled_back_on_real_trips(env, first_run,
+                                                                                               tmp_path):
+    """The rollout loop on the pushed taxi model: the same model as a canary (no worse) is
+    promoted, and a degraded copy (scores that ignore the trip) is rolled back, both decided
+    from the true labels of real trips replayed through the server's split."""
+    import signal
+    import subprocess
+    import sys
+
+    from rollout import simulate
+    from runner import rollout_demo, rollout_traffic
+    from serving import versions as serving_versions
+
+    assert first_run["code"] == 0, first_run["stderr"][-2000:]
+    work = str(tmp_path / "work")
+    base = os.path.join(layout.serving_root(work), "taxi")
+    stable = int(first_run["versions"][0])
+    shutil.copytree(os.path.join(serving_dir(env), str(stable)), os.path.join(base, str(stable)))
+    config_path = _config(env, tmp_path / "rollout.yaml",
+                          rollout={"mode": "canary", "canary_share": 0.5, "max_regression": 0.05, "effect_size": 0.05})
+    root = layout.serving_root(work)
+    serving_versions.start_canary(root, "taxi", stable, 0.5, reason="first")
+    shutil.copytree(os.path.join(base, str(stable)), os.path.join(base, str(stable + 1)))
+    serving_versions.start_canary(root, "taxi", stable + 1, 0.5, reason="the same model as a canary")
+    from retrain import options
+
+    config = options.load_config(config_path, workdir=work)
+    examples, labels = rollout_traffic.span_examples_and_labels(config, 201612)
+    assert len(examples) == len(labels) > 50 and set(np.unique(labels)) <= {0, 1}
+    port_file = str(tmp_path / "ports.json")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "retrain.cli", "serve", "--config", config_path, "--workdir", work, "--rest-port", "0",
+         "--grpc-port", "0", "--port-file", port_file, "--request-log-sampling-rate", "1.0",
+         "--request-log-max-file-seconds", "1", "--request-log-max-files", "1000", "--poll-seconds", "0.3"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def traffic_and_decision(name, count):
+        sent = simulate.replay(url, "taxi", [examples[i % len(examples)] for i in range(count)], name)
+        assert sent.failed == 0, sent.errors
+        simulate.write_feedback(layout.feedback_dir(work, "taxi"), name, sent.keys,
+                                [labels[i % len(labels)] for i in range(count)])
+        import time
+
+        time.sleep(2.5)  # the last request-log file closes
+        proc = retrain_cli("rollout", "decide", "--config", config_path, "--workdir", work, "--json", timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    try:
+        import time
+
+        deadline = time.time() + 180
+        while not os.path.exists(port_file):
+            assert server.poll() is None and time.time() < deadline, "retrain serve did not start"
+            time.sleep(0.3)
+        url = f"http://127.0.0.1:{json.load(open(port_file))['rest']}"
+        time.sleep(2)  # both versions loaded
+        good = traffic_and_decision("good", 3000)
+        assert good["action"] == "promote" and good["applied"], good["reason"]
+        assert abs(good["difference"]["estimate"]) < 0.05
+        rollout_demo.push_degraded(work, "taxi", 0.5)
+        time.sleep(3)
+        bad = traffic_and_decision("bad", 1200)
+        assert bad["action"] == "rollback" and bad["applied"], bad["reason"]
+        assert bad["live"]["canary"]["auc"]["value"] < 0.7 < bad["live"]["stable"]["auc"]["value"]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    events = [e["event"] for e in serving_history.read(base)]
+    assert events[-1] == "canary_rollback" and "promote" in events
+    entry = serving_versions.load_or_default(root, "taxi").model_config_list.config[0]
+    assert dict(entry.version_labels) == {"stable": stable + 1}

@@ -78,7 +78,7 @@ def test_the_fixed_horizon_reference_needs_the_textbook_sample_size():
 
 def test_the_run_out_rule():
     ci = sequential.Interval(-0.005, -0.03, 0.02, 1e-4)
-    assert sequential.run_out(ci, 0.01, "estimate") == sequential.PROMOTE
+    assert sequential.run_out(ci, 0.02, "estimate") == sequential.PROMOTE  # -0.005 > -0.01
     assert sequential.run_out(sequential.Interval(-0.02, -0.05, 0.01, 1e-4), 0.01, "estimate") == sequential.ROLLBACK
     assert sequential.run_out(None, 0.01, "estimate") == sequential.ROLLBACK  # never enough labels
     assert sequential.run_out(ci, 0.01, "rollback") == sequential.ROLLBACK
