@@ -126,7 +126,7 @@ test: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
 # that run many processes at once (TFX_LANE2), so neither lane waits long on the other
 # (measured: TFX 24.5 min vs Airflow 11.6 + lane-2 TFX 8.5 before the serving tests moved).
 TFX_LANE2 := tests/runner/test_parallel_runs.py tests/retrain/test_warm_runtime.py tests/runner/test_portable_runner.py \
-  tests/serving
+  tests/serving tests/rollout
 
 test-tfx: venv /usr/bin/chromium
 	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags \
