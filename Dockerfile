@@ -42,6 +42,7 @@ COPY core core
 COPY serving serving
 COPY governance governance
 COPY components components
+COPY rollout rollout
 COPY pipelines pipelines
 COPY runner runner
 COPY retrain retrain
