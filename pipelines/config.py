@@ -19,7 +19,6 @@ import yaml
 from components.data_gate.consistency import SpanConsistency
 from components.data_gate.consistency import check_features as consistency_check_features
 from components.evaluator.new_span import NewSpanSettings
-from rollout.settings import RolloutSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_skew import SkewSettings
 from components.trainer.settings import TrainerSettings
@@ -30,6 +29,7 @@ from core.errors import BadInput
 from core.settings import SettingsError
 from governance import model_card
 from pipelines import beam as beam_lib
+from rollout.settings import RolloutSettings
 
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
 ExampleFormat = Literal["csv", "tfrecord"]

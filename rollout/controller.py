@@ -25,11 +25,11 @@ import time
 from typing import Any
 
 from core import layout, tasks
+from core.mlmd import ROLLOUT_DECISION as EXECUTION_TYPE
 from rollout import feedback, join, live_metrics, sequential
 from rollout.settings import RolloutSettings
 from serving import history, versions
 
-from core.mlmd import ROLLOUT_DECISION as EXECUTION_TYPE
 PUSH_INFO = os.path.join("assets.extra", "push_info.json")
 FLOOR_ALERT = "live_floor"
 
@@ -112,7 +112,8 @@ def measure(workdir: str, model: str, task: str, settings: RolloutSettings, now:
     with join.Join(layout.rollout_dir(workdir, model), task) as db:
         db.ingest_logs(request_log.log_files(_log_prefix(serving_root, model, workdir)), request_log.read_file)
         db.ingest_feedback(feedback.files(layout.feedback_dir(workdir, model)))
-        joined = db.joined([stable, canary], since=float(state.get("started_at") or 0))
+        # Logs carry whole seconds: a request in the canary's first second counts too.
+        joined = db.joined([stable, canary], since=math.floor(float(state.get("started_at") or 0)))
     tally_c, tally_s = joined.tallies[canary], joined.tallies[stable]
     live = {}
     for name, version, tally in (("stable", stable, tally_s), ("canary", canary, tally_c)):

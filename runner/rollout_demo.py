@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     p.add_argument("--requests", type=int, default=40000, help="per canary test")
     p.add_argument("--fresh", action="store_true", help="start from an empty workdir")
     args = p.parse_args(argv)
-    from retrain import options
+    from pipelines import config as config_lib
     from rollout import controller
     from serving import history
 
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     if args.fresh:
         shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
-    config = options.load_config(CONFIG, workdir=workdir)
+    config = config_lib.load(CONFIG, {"workdir": workdir, "data_root": None})
     env = {**os.environ, "AIRFLOW_HOME": os.path.join(workdir, "airflow"), "RETRAIN_WORKDIR": workdir,
            "RETRAIN_TFX_PYTHON": sys.executable}
     base = os.path.join(layout.serving_root(workdir), config.model_name)

@@ -23,11 +23,11 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
 from serving import batching, model_config, request_log, signing, versions
-from serving.routing import to_canary
 from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.layout import discover
 from serving.metrics import Metrics
+from serving.routing import to_canary
 
 logger = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from tensorflow_serving.apis import (
 )
 
 from serving import api, request_log, tensors
-from serving.routing import HEADER, request_key
 from serving.errors import InvalidArgument, ResourceExhausted, ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
+from serving.routing import HEADER, request_key
 
 logger = logging.getLogger(__name__)
 
