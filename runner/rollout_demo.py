@@ -77,7 +77,8 @@ def push_degraded(workdir: str, model: str, share: float) -> int:
     return version
 
 
-def _airflow(env: dict, dag: str, date: str, conf: dict | None = None) -> str:
+def _airflow(env: dict, dag: str, date: str, conf: dict | None = None, task: str | None = None) -> str:
+    """One DAG run through `airflow dags test`; with `task`, that task's XCom (its answer)."""
     args = [os.path.join(REPO, "scripts", "airflow.sh"), "test-dag", date]
     if conf:
         args += ["--conf", json.dumps(conf)]
@@ -86,6 +87,14 @@ def _airflow(env: dict, dag: str, date: str, conf: dict | None = None) -> str:
     say(f"{dag} {date}: {tail[0]}")
     if "state=success" not in proc.stderr:
         raise SystemExit(f"{dag} did not succeed:\n{proc.stderr[-3000:]}")
+    if task is None:
+        return proc.stderr
+    run_id = proc.stderr.split("run_id=")[1].split()[0]
+    states = subprocess.run([os.path.join(REPO, ".venv-airflow", "bin", "airflow"), "tasks", "states-for-dag-run", dag,
+                             run_id, "-o", "json"], env=env, capture_output=True, text=True)
+    ran = {t["task_id"]: t["state"] for t in json.loads(states.stdout[states.stdout.index("["):])}
+    if ran.get(task) != "success":
+        raise SystemExit(f"{dag}: task {task} did not run ({ran})")
     return proc.stderr
 
 
@@ -161,13 +170,13 @@ def main(argv=None) -> int:
         say("4. traffic and delayed labels for the good canary")
         later = [span for span in spans.list_spans(config.data_root) if span > 201506]
         _traffic(config, url, later, args.requests, "good-canary")
-        _airflow(env, "taxi_rollout", "2015-07-02")
+        _airflow(env, "taxi_rollout", "2026-01-02", task="decide_canary")  # after the rollout DAG's start date
         say(f"   history: {history.read(base)[-1]['event']}")
         say("5. a degraded canary (on purpose)")
         bad = push_degraded(workdir, config.model_name, config.rollout_settings.canary_share)
         time.sleep(2)
         _traffic(config, url, later, args.requests // 4, "bad-canary")
-        _airflow(env, "taxi_rollout", "2015-07-03")
+        _airflow(env, "taxi_rollout", "2026-01-03", task="decide_canary")
         say(f"   history: {history.read(base)[-1]['event']} of version {bad}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
