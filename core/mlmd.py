@@ -78,9 +78,20 @@ def inputs_of(store, execution_id: int) -> dict[str, list]:
     return artifacts_by_key(store, [execution_id], INPUT_EVENTS)[execution_id]
 
 
+def _contexts(store, execution) -> list:
+    """An execution's contexts; none for one outside any pipeline (a RolloutDecision, a
+    SpanQuarantine), where MLMD answers NotFound."""
+    from ml_metadata import errors
+
+    try:
+        return list(store.get_contexts_by_execution(execution.id))
+    except errors.NotFoundError:
+        return []
+
+
 def _node_id(store, execution) -> str:
     node_type = store.get_context_type("node").id
-    names = [c.name for c in store.get_contexts_by_execution(execution.id) if c.type_id == node_type]
+    names = [c.name for c in _contexts(store, execution) if c.type_id == node_type]
     return names[0].split(".", 1)[1] if names else "?"
 
 
@@ -131,7 +142,7 @@ def consumers(store, artifact_id: int, key: str | None = None) -> list[tuple[Any
 
 def run_id_of(store, execution) -> str | None:
     ctx_type = store.get_context_type("pipeline_run")
-    for c in store.get_contexts_by_execution(execution.id):
+    for c in _contexts(store, execution):
         if c.type_id == ctx_type.id:
             return c.name
     return None

@@ -40,3 +40,25 @@ def test_the_live_section_puts_offline_beside_live_and_lists_the_decisions(tmp_p
     assert "Live: version 2 is rolled back" in page and "auc -0.29: the canary is worse" in page
     assert record.live_record(store, os.path.join(base, "1"), evaluation)["role"] == "stable"
     assert "no rollout has measured" in "".join(html._live(None, {"pushed": True}))
+
+
+def test_lineage_readers_pass_over_decisions_which_belong_to_no_pipeline_run(tmp_path):
+    from core import mlmd
+
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = str(tmp_path / "m.sqlite")
+    store = metadata_store.MetadataStore(cfg)
+    store.put_context_type(metadata_store_pb2.ContextType(name="node"))
+    store.put_context_type(metadata_store_pb2.ContextType(name="pipeline_run"))
+    model_type = store.put_artifact_type(metadata_store_pb2.ArtifactType(name="Model"))
+    [model_id] = store.put_artifacts([metadata_store_pb2.Artifact(type_id=model_type, uri="/m")])
+    decision = controller.Decision(model="taxi", action="continue", reason="waiting", metric="auc", stable=1,
+                                   canary=2, live={}, difference=None, counts={}, rejected=[])
+    execution_id = controller.record(store, str(tmp_path), decision)
+    event = metadata_store_pb2.Event(artifact_id=model_id, execution_id=execution_id,
+                                     type=metadata_store_pb2.Event.INPUT)
+    event.path.steps.add().key = "canary"
+    store.put_events([event])
+    [(execution, node)] = mlmd.consumers(store, model_id)
+    assert node == "?" and mlmd.run_id_of(store, execution) is None
+    assert mlmd.consumers(store, model_id, key="model") == []
