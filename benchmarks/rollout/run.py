@@ -119,8 +119,9 @@ def _serving_bench():
     return module
 
 
-def request_path(seconds: float, concurrency: int, rounds: int) -> dict:
-    """Split + keyed logging on vs off, alternately, on two copies of the taxi model."""
+def request_path(seconds: float, concurrency: int, rounds: int, log_rate: float = 1.0) -> dict:
+    """Off, the split alone, and the split with keyed logging at `log_rate`, alternately, on
+    two copies of the taxi model."""
     from serving import model_config, versions
 
     bench = _serving_bench()
@@ -139,16 +140,19 @@ def request_path(seconds: float, concurrency: int, rounds: int) -> dict:
     off = model_config.single_model("taxi", os.path.join(root, "taxi"))
     on = model_config.single_model("taxi", os.path.join(root, "taxi"), policy="specific", versions=(1, 2),
                                    labels={"stable": 1, "canary": 2})
-    model_config.set_request_log(on, "taxi", 1.0, os.path.join(root, "logs", "log"))
-    paths = {"off": os.path.join(root, "off.config"), "on": os.path.join(root, "on.config")}
-    model_config.write(off, paths["off"])
-    model_config.write(on, paths["on"])
+    split = model_config.ModelServerConfig()
+    split.CopyFrom(on)
+    model_config.set_request_log(on, "taxi", log_rate, os.path.join(root, "logs", "log"))
+    paths = {"off": os.path.join(root, "off.config"), "on": os.path.join(root, "on.config"),
+             "split": os.path.join(root, "split.config")}
+    for mode, config in (("off", off), ("on", on), ("split", split)):
+        model_config.write(config, paths[mode])
     h2load = bench._ensure_h2load()
-    results: dict[str, list[dict]] = {"off": [], "on": []}
+    results: dict[str, list[dict]] = {"off": [], "split": [], "on": []}
     for _ in range(rounds):
-        for mode in ("off", "on"):
+        for mode in ("off", "split", "on"):
             state = os.path.join(root, "taxi", versions.ROLLOUT_FILENAME)
-            if mode == "on":
+            if mode != "off":
                 json.dump({"stable": 1, "canary": 2, "canary_share": 0.1, "started_at": time.time()}, open(state, "w"))
             elif os.path.exists(state):
                 os.remove(state)
@@ -157,7 +161,7 @@ def request_path(seconds: float, concurrency: int, rounds: int) -> dict:
             try:
                 time.sleep(2)
                 if h2load:
-                    header = ["-H", "x-request-id: bench-client-1"] if mode == "on" else []
+                    header = ["-H", "x-request-id: bench-client-1"] if mode != "off" else []
                     result = _h2load_with(bench, h2load, ports, body_file, concurrency, seconds, header)
                 else:
                     import http.client
@@ -169,7 +173,7 @@ def request_path(seconds: float, concurrency: int, rounds: int) -> dict:
 
                         def call():
                             n[0] += 1
-                            if mode == "on":
+                            if mode != "off":
                                 headers["X-Request-Id"] = f"c{i}-{n[0]}"
                             conn.request("POST", "/v1/models/taxi:predict", body, headers)
                             response = conn.getresponse()
@@ -182,7 +186,9 @@ def request_path(seconds: float, concurrency: int, rounds: int) -> dict:
                 bench._stop(server)
     median = {m: float(np.median([r["rps"] for r in rs])) for m, rs in results.items()}
     return {"client": "h2load" if h2load else "python", "concurrency": concurrency, "seconds": seconds,
-            "rounds": results, "median_rps": median, "ratio_on_vs_off": round(median["on"] / median["off"], 3)}
+            "log_rate": log_rate, "rounds": results, "median_rps": median,
+            "ratio_split_vs_off": round(median["split"] / median["off"], 3),
+            "ratio_on_vs_off": round(median["on"] / median["off"], 3)}
 
 
 def _h2load_with(bench, h2load, ports, body_file, concurrency, seconds, header):
@@ -212,11 +218,13 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="per request-path measurement")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3, help="off/on pairs, alternating")
+    p.add_argument("--log-rate", type=float, default=1.0, help="request-log sampling rate in the 'on' mode")
+    p.add_argument("--skip-decisions", action="store_true")
     p.add_argument("--skip-serving", action="store_true")
     p.add_argument("--json")
     args = p.parse_args(argv)
     settings = taxi_settings(args.max_labelled)
-    out = {"settings": settings.to_dict(), "decisions": decisions(args.runs, settings)}
+    out = {"settings": settings.to_dict(), "decisions": [] if args.skip_decisions else decisions(args.runs, settings)}
     print(f"Canary decisions with taxi's rollout settings (stable AUC {BASE_AUC}, alpha {settings.significance_level}, "
           f"max_regression {settings.margin('auc')}, effect_size {settings.tau('auc')}, a look every {BATCH} labels "
           f"per version, run-out at {settings.max_labelled} by rule '{settings.on_run_out}'; {args.runs} seeded runs "
@@ -229,11 +237,12 @@ def main(argv=None) -> int:
         print(f"{r['auc_drop']:>9.2f} {r['rollback_rate']:>9.3f} {r['promote_rate']:>8.3f} {r['run_out_rate']:>8.3f} "
               f"{median:>14} {fixed:>21} {r['peeking_z_test_rollback_rate']:>24.3f}")
     if not args.skip_serving:
-        out["request_path"] = request_path(args.seconds, args.concurrency, args.rounds)
+        out["request_path"] = request_path(args.seconds, args.concurrency, args.rounds, args.log_rate)
         rp = out["request_path"]
         print(f"\nRequest path at c={rp['concurrency']} ({rp['client']}, {rp['seconds']:g} s x {args.rounds} rounds): "
-              f"split + keyed logging on {rp['median_rps']['on']:.0f} req/s, off {rp['median_rps']['off']:.0f} req/s, "
-              f"ratio {rp['ratio_on_vs_off']:.3f} (target >= 0.9)")
+              f"off {rp['median_rps']['off']:.0f} req/s; split alone {rp['median_rps']['split']:.0f} req/s "
+              f"(ratio {rp['ratio_split_vs_off']:.3f}); split + keyed logging at sampling {rp['log_rate']:g} "
+              f"{rp['median_rps']['on']:.0f} req/s (ratio {rp['ratio_on_vs_off']:.3f}; target >= 0.9)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
