@@ -488,6 +488,11 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
 
 
 _ROLLOUT_EVENTS = ("stable", "canary", "canary_superseded", "promote", "canary_rollback", "rollback", "release")
+# (history event, the field naming the version, the version's role after it), first match wins.
+_ROLES = (("canary", "version", "canary"), ("stable", "version", "stable"), ("promote", "to_version", "stable"),
+          ("canary_rollback", "version", "rolled back"), ("canary_superseded", "version", "superseded"),
+          ("promote", "from_version", "replaced"), ("rollback", "from_version", "replaced"),
+          ("rollback", "to_version", "stable"))
 
 
 def live_record(store, version_path: str | None, evaluation: dict | None) -> dict | None:
@@ -507,20 +512,8 @@ def live_record(store, version_path: str | None, evaluation: dict | None) -> dic
     if not events and not decisions:
         return None
     role = None
-    for e in events:
-        kind = e["event"]
-        if kind == "canary" and e.get("version") == version:
-            role = "canary"
-        elif kind == "stable" and e.get("version") == version or kind == "promote" and e.get("to_version") == version:
-            role = "stable"
-        elif kind == "canary_rollback" and e.get("version") == version:
-            role = "rolled back"
-        elif kind == "canary_superseded" and e.get("version") == version:
-            role = "superseded"
-        elif kind == "promote" and e.get("from_version") == version or kind == "rollback" and e.get("from_version") == version:
-            role = "replaced"
-        elif kind == "rollback" and e.get("to_version") == version:
-            role = "stable"
+    for e in events:  # the last event naming the version says what it is now
+        role = next((r for kind, field, r in _ROLES if e["event"] == kind and e.get(field) == version), role)
     side_by_side = []
     latest = decisions[-1] if decisions else None
     overall = (evaluation or {}).get("overall") or {}

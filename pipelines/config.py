@@ -204,24 +204,25 @@ class PipelineConfig:
         """How the gate checks the label: class shares, or a regression target's distribution."""
         return "numeric" if self.task == tasks.REGRESSION else "classes"
 
-    @property
-    def consistency_settings(self) -> SpanConsistency:
+    def _block(self, cls, name: str):
+        """A settings block, parsed by the shared loader; its errors as ConfigError."""
         try:
-            return SpanConsistency.from_dict(self.span_consistency, "span_consistency")
+            return cls.from_dict(getattr(self, name), name)
         except SettingsError as e:
             raise ConfigError(str(e)) from None
+
+    @property
+    def consistency_settings(self) -> SpanConsistency:
+        return self._block(SpanConsistency, "span_consistency")
 
     @property
     def new_span_settings(self) -> NewSpanSettings:
-        try:
-            return NewSpanSettings.from_dict(self.new_span, "new_span")
-        except SettingsError as e:
-            raise ConfigError(str(e)) from None
+        return self._block(NewSpanSettings, "new_span")
 
     @property
     def rollout_settings(self) -> RolloutSettings:
+        settings = self._block(RolloutSettings, "rollout")
         try:
-            settings = RolloutSettings.from_dict(self.rollout, "rollout")
             settings.metric_for(self.task)
         except SettingsError as e:
             raise ConfigError(str(e)) from None

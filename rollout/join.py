@@ -9,6 +9,8 @@ memory; the join itself is SQL, and the metrics stream out of it into fixed-size
   duplicate_request  a key logged twice (a retry): the first answer counts
   unmatched_label    a label whose request is not (yet) in the logs
   no_prediction      a logged example whose response has no usable score
+  unreadable_log     a request-log file that is not TFRecords of PredictionLogs (or is cut
+                     short): its records up to the damage are used, the rest is reported
 """
 
 from __future__ import annotations
@@ -152,10 +154,10 @@ class Join:
         for path in paths:
             if not self._new(path):
                 continue
-            missing = [0]
+            missing, damaged = [0], []
 
             def rows(path=path):
-                for log in read_file(path):
+                for log in _guarded(read_file(path), path, damaged):
                     key = logged_request_key(log)
                     scores = predictions_of(log, self.task)
                     if key is None or not scores:
@@ -168,6 +170,10 @@ class Join:
 
             added, duplicates = self.add_predictions(rows())
             self._bump("no_prediction", missing[0])
+            if damaged:
+                self._bump("unreadable_log", 1)
+                self._db.execute("INSERT INTO rejected VALUES (?, 'unreadable_log', ?)",
+                                 (os.path.basename(path), damaged[0]))
             self._db.execute("INSERT INTO ingested VALUES (?, 'log', ?, ?)",
                              (path, os.path.getsize(path), added + duplicates))
             self._db.commit()
@@ -252,6 +258,17 @@ class Join:
             "SELECT COUNT(*) FROM labels l WHERE NOT EXISTS (SELECT 1 FROM predictions p WHERE p.key = l.key)").fetchone()[0]
         examples = [f"{p}: {r}: {d}" for p, r, d in self._db.execute("SELECT * FROM rejected LIMIT 10")]
         return Joined(tallies, delays, counts, examples, first, last)
+
+
+def _guarded(logs, path: str, damaged: list):
+    """The logs of a file up to the first one that cannot be read; the reason goes to `damaged`."""
+    count = 0
+    try:
+        for log in logs:
+            yield log
+            count += 1
+    except Exception as e:  # noqa: BLE001  (tf.errors.DataLossError, protobuf's DecodeError): a damaged file
+        damaged.append(f"unreadable after {count} records: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
 
 
 class _Delays:

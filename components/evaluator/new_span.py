@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from components.example_gen.csv_encoding import _varint
 from core import layout, tasks
 from core.settings import Settings, SettingsError
 
@@ -64,20 +65,11 @@ def tag_bytes(span: int) -> bytes:
     """A serialized tf.Example holding only SPAN_FEATURE = span: appended to an example's
     bytes, protobuf's merge of concatenated messages adds the feature to it."""
     key = SPAN_FEATURE.encode()
-    value = _varint(span & 0xFFFFFFFFFFFFFFFF)
+    value = _varint(span)  # negative spans as protobuf writes int64s
     feature = b"\x1a" + _varint(len(value) + 2) + b"\x0a" + _varint(len(value)) + value  # int64_list { value }
     entry = b"\x0a" + _varint(len(key)) + key + b"\x12" + _varint(len(feature)) + feature
     features = b"\x0a" + _varint(len(entry)) + entry
     return b"\x0a" + _varint(len(features)) + features
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _model_metric(entries: list[dict], name: str, model: str) -> dict | None:

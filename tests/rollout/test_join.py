@@ -123,3 +123,17 @@ def test_memory_stays_flat_while_a_million_logged_examples_stream_through(tmp_pa
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert added == 1_000_000 and joined.tallies[1].count == 500_000
     assert grown_mb < 200, f"the join grew the process by {grown_mb:.0f} MB"
+
+
+def test_a_damaged_request_log_file_is_reported_and_its_good_records_still_count(tmp_path):
+    good = _logs(tmp_path / "log.1.1.tfrecord", [_log("k1", 1, [0.9]), _log("k2", 2, [0.1])])
+    damaged = tmp_path / "log.2.2.tfrecord"
+    damaged.write_bytes(open(good, "rb").read()[:-7])  # cut short in its last record
+    (tmp_path / "log.3.3.tfrecord").write_bytes(b"not a tfrecord at all")
+    with join.Join(str(tmp_path / "db"), tasks.BINARY) as db:
+        db.ingest_logs([good], _read)
+        db.ingest_logs([str(damaged), str(tmp_path / "log.3.3.tfrecord")], _read)
+        counts = db.counters()
+        rejected = db.joined([1, 2]).rejected_examples
+    assert counts["unreadable_log"] == 2 and counts["duplicate_request"] == 1  # k1 again, before the damage
+    assert any(e.startswith("log.3.3.tfrecord: unreadable_log: unreadable after 0 records") for e in rejected)

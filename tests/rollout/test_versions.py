@@ -17,6 +17,13 @@ def _version(base, v):
     open(os.path.join(path, "variables", "variables.index"), "wb").close()
 
 
+def _three_versions(tmp_path):
+    root, base = str(tmp_path), os.path.join(str(tmp_path), "m")
+    for v in (1, 2, 3):
+        _version(base, v)
+    return root, base
+
+
 def _entry(root):
     return model_config.find(model_config.load(versions.config_path(root)), "m")
 
@@ -43,9 +50,7 @@ def test_the_first_version_is_stable_and_later_ones_canaries_beside_it(tmp_path)
 
 
 def test_a_newer_candidate_replaces_the_canary_and_the_test_starts_again(tmp_path):
-    root, base = str(tmp_path), os.path.join(str(tmp_path), "m")
-    for v in (1, 2, 3):
-        _version(base, v)
+    root, base = _three_versions(tmp_path)
     versions.start_canary(root, "m", 1, 0.1, reason="first")
     versions.start_canary(root, "m", 2, 0.1, reason="blessed")
     started = versions.rollout_state(base)["started_at"]
@@ -59,9 +64,7 @@ def test_a_newer_candidate_replaces_the_canary_and_the_test_starts_again(tmp_pat
 
 
 def test_promotion_and_rollback_of_the_canary(tmp_path):
-    root, base = str(tmp_path), os.path.join(str(tmp_path), "m")
-    for v in (1, 2, 3):
-        _version(base, v)
+    root, base = _three_versions(tmp_path)
     versions.start_canary(root, "m", 1, 0.1, reason="first")
     versions.start_canary(root, "m", 2, 0.1, reason="blessed")
     versions.end_canary(root, "m", promote=True, reason="no worse", user="controller")
@@ -78,9 +81,7 @@ def test_promotion_and_rollback_of_the_canary(tmp_path):
 
 
 def test_a_stable_rollback_ends_a_canary_and_bad_state_files_are_refused(tmp_path):
-    root, base = str(tmp_path), os.path.join(str(tmp_path), "m")
-    for v in (1, 2, 3):
-        _version(base, v)
+    root, base = _three_versions(tmp_path)
     versions.start_canary(root, "m", 2, 0.1, reason="first")
     versions.start_canary(root, "m", 3, 0.1, reason="blessed")
     versions.rollback(root, "m", 1, reason="incident")
