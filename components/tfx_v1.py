@@ -16,9 +16,6 @@ from tfx import components as _components
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.experimental.conditionals.conditional import Cond
-from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
-    LatestBlessedModelStrategy,
-)
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import standard_artifacts
@@ -28,8 +25,7 @@ tfx = types.SimpleNamespace(
     components=types.SimpleNamespace(ImportSchemaGen=ImportSchemaGen, **{name: getattr(_components, name) for name in (
         "CsvExampleGen", "ImportExampleGen", "StatisticsGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
         "Pusher")}),
-    dsl=types.SimpleNamespace(Pipeline=Pipeline, Resolver=Resolver, Channel=Channel, Cond=Cond,
-                              experimental=types.SimpleNamespace(LatestBlessedModelStrategy=LatestBlessedModelStrategy)),
+    dsl=types.SimpleNamespace(Pipeline=Pipeline, Resolver=Resolver, Channel=Channel, Cond=Cond),
     proto=types.SimpleNamespace(
         TrainArgs=trainer_pb2.TrainArgs, EvalArgs=trainer_pb2.EvalArgs, PushDestination=pusher_pb2.PushDestination,
         Input=example_gen_pb2.Input, Output=example_gen_pb2.Output, SplitConfig=example_gen_pb2.SplitConfig,

@@ -150,6 +150,7 @@ def run_id_of(store, execution) -> str | None:
 
 # The rollout controller's decisions (rollout/controller.py writes them; reports read them).
 ROLLOUT_DECISION = "RolloutDecision"
+ROLLBACK_ACTION = "rollback"  # = rollout.sequential.ROLLBACK (core imports no rollout code)
 _JSON_PROPS = ("live", "difference", "counts")
 
 
@@ -170,3 +171,19 @@ def rollout_decisions(store, model: str, version: int | None = None) -> list[dic
         values["id"] = execution.id
         out.append(values)
     return out
+
+
+def rolled_back_model_ids(store) -> set[int]:
+    """Model artifact ids whose canary a recorded, applied decision rolled back."""
+    from ml_metadata import errors as mlmd_errors
+
+    try:
+        executions = store.get_executions_by_type(ROLLOUT_DECISION)
+    except mlmd_errors.NotFoundError:
+        return set()
+    rolled = [e.id for e in executions
+              if props(e).get("action") == ROLLBACK_ACTION and props(e).get("applied")]
+    if not rolled:
+        return set()
+    return {ev.artifact_id for ev in store.get_events_by_execution_ids(rolled)
+            if ev.type in INPUT_EVENTS and [s.key for s in ev.path.steps] == ["canary"]}

@@ -22,6 +22,7 @@ from components.data_gate.component import DataGate, DataGateReport
 from components.evaluator import new_span, regression_metrics
 from components.evaluator.component import Evaluator
 from components.example_gen.component import CsvExampleGen
+from components.resolvers.baseline_model import LastBlessedModelStrategy
 from components.serving_check import ServingCheck
 from components.serving_skew import ServedModelStatisticsStrategy, ServingSkew
 from components.span_window import SpanWindowStrategy
@@ -377,9 +378,11 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     )
 
     # The last blessed model is the baseline the candidate must not fall behind (and, with
-    # `trainer.warm_start`, the weights the candidate starts from).
+    # `trainer.warm_start`, the weights the candidate starts from): the newest blessing, not
+    # the newest model, so parallel runs judge as sequential ones; a rolled-back canary is
+    # passed over (components/resolvers/baseline_model.py).
     model_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        strategy_class=LastBlessedModelStrategy,
         model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
         model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
     ).with_id(nodes.MODEL_RESOLVER)
