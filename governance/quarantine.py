@@ -3,7 +3,7 @@
 Each decision (quarantine or release) is an MLMD execution of type `SpanQuarantine`
 with the pipeline, span, action, who, when and why, so the record sits beside the
 lineage it changes and is never edited, only superseded by a later decision. The span
-window and drift-baseline resolvers (`components.span_window`) skip a span whose latest
+window and drift-baseline resolvers (`components.resolvers.span_window`) skip a span whose latest
 decision is "quarantine"; `retrain spans`, `retrain run` and the governance report show it.
 """
 

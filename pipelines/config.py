@@ -20,7 +20,7 @@ from components.data_gate.consistency import SpanConsistency
 from components.data_gate.consistency import check_features as consistency_check_features
 from components.evaluator.new_span import NewSpanSettings
 from components.example_gen.settings import IngestSettings
-from components.serving_skew import SkewSettings
+from components.serving_skew.component import SkewSettings
 from components.trainer.settings import TrainerSettings
 from core import deployment, layout, nodes, tasks
 from core import metadata as metadata_lib
@@ -154,7 +154,7 @@ class PipelineConfig:
     # The model card of every pushed version (governance/model_card.py): overview, owners,
     # users, use_cases, limitations, tradeoffs, ethical_considerations, references.
     model_card: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    # On-device exports of each pushed version (components/tflite_export.py), opt-in:
+    # On-device exports of each pushed version (components/tflite_export/), opt-in:
     # {enabled, signature, input_key, label_key, raw_input_key, variants, max_accuracy_drop,
     # representative_examples}. Needs a signature of TFLite builtin ops (digits: `pixels`).
     tflite: Mapping[str, Any] = dataclasses.field(default_factory=dict)

@@ -15,7 +15,7 @@ import os
 import tensorflow_model_analysis as tfma
 from google.protobuf import wrappers_pb2
 
-from components.approval_gate import ApprovalGate
+from components.approval_gate.component import ApprovalGate
 from components.atomic_pusher.component import AtomicPusher
 from components.data_gate import measures as gate_measures
 from components.data_gate.component import DataGate, DataGateReport
@@ -23,13 +23,14 @@ from components.evaluator import new_span, regression_metrics
 from components.evaluator.component import Evaluator
 from components.example_gen.component import CsvExampleGen
 from components.resolvers.baseline_model import LastBlessedModelStrategy
-from components.serving_check import ServingCheck
-from components.serving_skew import ServedModelStatisticsStrategy, ServingSkew
-from components.span_window import SpanWindowStrategy
-from components.tflite_export import TFLiteExport
+from components.resolvers.served_statistics import ServedModelStatisticsStrategy
+from components.resolvers.span_window import SpanWindowStrategy
+from components.resolvers.transform_cache import EarlierSpanCacheStrategy
+from components.serving_check.component import ServingCheck
+from components.serving_skew.component import ServingSkew
+from components.tflite_export.component import TFLiteExport
 from components.tfx_v1 import tfx
 from components.trainer.component import Trainer
-from components.transform_cache import EarlierSpanCacheStrategy
 from core import layout, metadata, nodes, spans, tasks
 from pipelines import beam as beam_lib
 from pipelines import config as config_lib
@@ -352,7 +353,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     window_resolver.add_upstream_node(data_gate)
 
     # tf.Transform's analyzer cache of the last run of an earlier span
-    # (components/transform_cache.py): each span's analyzer results, so a run analyzes only
+    # (components/resolvers/transform_cache.py): each span's analyzer results, so a run analyzes only
     # the spans it has not seen and reads the rest of the window from the cache.
     cache_resolver = tfx.dsl.Resolver(
         strategy_class=EarlierSpanCacheStrategy,

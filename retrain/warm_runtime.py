@@ -47,7 +47,7 @@ PRELOAD = (
     "tensorflow_transform.beam", "tensorflow_data_validation", "tensorflow_model_analysis",
     "components.evaluator.executor", "components.trainer.executor", "components.atomic_pusher.executor",
     "components.example_gen.executor",
-    "components.data_gate.component", "components.serving_skew", "serving.check", "serving.request_log", "grpc",
+    "components.data_gate.component", "components.serving_skew.executor", "components.serving_check.executor", "serving.request_log", "grpc",
 )
 CLI_MODULE = "retrain.cli"
 _KILL_GRACE_S = 10.0

@@ -20,7 +20,7 @@ from tfx.orchestration.portable.mlmd import execution_lib
 from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate.component import is_gate_stop
-from components.serving_skew import is_skew_stop
+from components.serving_skew.executor import is_skew_stop
 from core import files, keras_env, mlmd
 from core import metadata as core_metadata
 from core.results import FAILED, NodeResult

@@ -67,7 +67,8 @@ def main(argv=None) -> int:
     args = _args(argv)
     import tensorflow as tf
 
-    from serving import signing, tflite
+    from components.tflite_export import executor as tflite
+    from serving import signing
 
     version_dir, saved_model = _pushed(args.workdir)
     root = os.path.join(args.workdir, "pipeline_root", "digits")

@@ -70,7 +70,7 @@ def _model_and_examples(workdir: str) -> tuple[str, list[bytes]]:
         subprocess.run([os.path.join(os.path.dirname(sys.executable), "retrain"), "run", "--workdir", workdir],
                        check=True, stdout=subprocess.DEVNULL)
     files = sorted(glob.glob(os.path.join(workdir, "pipeline_root", "taxi", "CsvExampleGen", "examples", "*", "Split-eval", "*")))
-    from serving.check import read_examples
+    from components.serving_check.executor import read_examples
 
     return base, read_examples(files, 256)
 

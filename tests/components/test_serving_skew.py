@@ -14,8 +14,9 @@ import os
 import pytest
 import tensorflow_data_validation as tfdv
 
-from components import serving_skew
 from components.data_gate import measures
+from components.resolvers import served_statistics
+from components.serving_skew import executor as serving_skew
 from core import spans
 from pipelines import config as config_lib
 from runner import preflight
@@ -100,12 +101,12 @@ def test_logs_of_other_versions_are_not_counted(tmp_path, config):
 
 def test_served_version_reads_the_newest_push_info(tmp_path):
     base = tmp_path / "serving" / "taxi"
-    assert serving_skew.served_version(str(base)) is None
+    assert served_statistics.served_version(str(base)) is None
     for version, model_id in ((100, 4), (200, 9)):
         os.makedirs(base / str(version) / "assets.extra")
         (base / str(version) / "assets.extra" / "push_info.json").write_text(f'{{"model_artifact_id": {model_id}}}')
     os.makedirs(base / "300")  # not pushed by this pipeline: no push_info, its training data unknown
-    assert serving_skew.served_version(str(base)) == (200, {"model_artifact_id": 9})
+    assert served_statistics.served_version(str(base)) == (200, {"model_artifact_id": 9})
 
 
 def test_the_served_version_is_the_stable_one_under_a_canary_and_the_pinned_one_after_a_rollback(tmp_path):
@@ -118,9 +119,9 @@ def test_the_served_version_is_the_stable_one_under_a_canary_and_the_pinned_one_
     config = model_config.single_model("taxi", str(base), policy="specific", versions=(100, 200),
                                        labels={"stable": 100, "canary": 200})
     model_config.write(config, versions.config_path(str(tmp_path)))
-    assert serving_skew.served_version(str(base)) == (100, {"model_artifact_id": 7})
+    assert served_statistics.served_version(str(base)) == (100, {"model_artifact_id": 7})
     (base / "300").mkdir()  # a rolled-back canary is newer, but stable 100 still answers
-    assert serving_skew.served_version(str(base)) == (100, {"model_artifact_id": 7})
+    assert served_statistics.served_version(str(base)) == (100, {"model_artifact_id": 7})
     model_config.write(model_config.single_model("taxi", str(base), policy="specific", versions=(200,)),
                        versions.config_path(str(tmp_path)))
-    assert serving_skew.served_version(str(base)) == (200, {"model_artifact_id": 9})
+    assert served_statistics.served_version(str(base)) == (200, {"model_artifact_id": 9})

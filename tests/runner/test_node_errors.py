@@ -28,7 +28,7 @@ def test_plain_errors_read_as_before_and_long_ones_are_cut():
 
 def test_a_serving_skew_block_is_a_stop_not_a_crash():
     from components.data_gate.component import DataGateError
-    from components.serving_skew import ServingSkewError
+    from components.serving_skew.executor import ServingSkewError
 
     skew = failed_result("ServingSkew", ServingSkewError("serving skew: trip_miles"), 1.0)
     gate = failed_result("DataGate", DataGateError("span 201701 stopped: payment_type", "/tmp/report.json", ["payment_type"]), 1.0)

@@ -11,7 +11,9 @@ fails if warm-up fails, so this is checked too).
 from __future__ import annotations
 
 import base64
+import glob
 import json
+import logging
 import os
 import shutil
 import signal
@@ -25,6 +27,8 @@ import numpy as np
 
 from core import layout
 from core.files import write_text
+
+logger = logging.getLogger(__name__)
 
 WARMUP_FILENAME = "tf_serving_warmup_requests"
 REPORT_FILENAME = layout.SERVING_CHECK_FILE
@@ -225,3 +229,23 @@ def _finish(out_dir: str, report: dict, reasons: list[str], log_path: str | None
         report["server_log"] = log_path
     write_text(os.path.join(out_dir, REPORT_FILENAME), json.dumps(report, indent=2, sort_keys=True))
     return report
+
+
+def run(model, examples, blessing, model_name: str, num_requests: int, max_latency_ms: float, split: str,
+        signing_key: str, signing_workdir: str) -> None:
+    """The node's work: the check of the candidate, its verdict on the InfraBlessing."""
+    from serving import signing
+
+    files = sorted(glob.glob(os.path.join(examples.uri, f"Split-{split}", "*")))
+    key = signing.resolve_key(signing_key or None, signing_workdir) if signing_workdir else None
+    report = run_check(
+        os.path.join(model.uri, "Format-Serving"), files, model_name, blessing.uri,
+        num_requests=num_requests, max_latency_ms=max_latency_ms, sign_with=key,
+    )
+    blessing.set_int_custom_property("blessed", 1 if report["passed"] else 0)
+    # Marker files as InfraValidator writes them, for tools that look for those.
+    open(os.path.join(blessing.uri, "INFRA_BLESSED" if report["passed"] else "INFRA_NOT_BLESSED"), "w").close()
+    if report["passed"]:
+        logger.info("serving check passed: %s", report)
+    else:
+        logger.warning("serving check FAILED, the model will not be pushed: %s", "; ".join(report["reasons"]))

@@ -20,7 +20,9 @@ over the folder (serving/signing.py), renamed into place whole.
 
 from __future__ import annotations
 
+import glob
 import json
+import logging
 import os
 import shutil
 import time
@@ -28,6 +30,8 @@ import time
 import numpy as np
 
 from core import files
+
+logger = logging.getLogger(__name__)
 
 VARIANTS = ("float", "dynamic_range", "int8")
 EXPORT_FILE = "export.json"
@@ -198,3 +202,68 @@ def publish(out_dir: str, record: dict, target: str, sign_with=None) -> str | No
 
         signing.sign_version(staging, sign_with)
     return files.replace_dir(staging, target, aside=old)
+
+
+RECORD_FILE = "tflite_export.json"
+
+
+def _split_files(examples: list, split: str) -> list[str]:
+    return sorted(f for e in examples for f in glob.glob(os.path.join(e.uri, f"Split-{split}", "*")))
+
+
+def run(model, examples: list, pushed_model, exports, signature: str, input_key: str, label_key: str,
+        raw_input_key: str, variants: str, max_accuracy_drop: float, representative_examples: int,
+        signing_key: str, signing_workdir: str) -> None:
+    """The node's work: converts, scores and publishes the variants, records them on `exports`."""
+    from serving import signing
+
+    version = pushed_model.get_string_custom_property("pushed_version")
+    destination = pushed_model.get_string_custom_property("pushed_destination")
+    if not pushed_model.get_int_custom_property("pushed") or not version:
+        exports.set_int_custom_property("exported", 0)
+        logger.info("nothing was pushed: no TFLite export")
+        return
+    import tensorflow as tf
+
+    saved_model = os.path.join(model.uri, "Format-Serving")
+    loaded = tf.saved_model.load(saved_model)  # once: its transform, its reference signature
+    eval_x, eval_y = transformed_examples(loaded, _split_files(examples, "eval"), input_key, label_key)
+    representative, _ = transformed_examples(loaded, _split_files(examples, "train"), input_key, label_key,
+                                             limit=representative_examples)
+    record = export(saved_model, signature, eval_x, eval_y, representative,
+                    tuple(v.strip() for v in variants.split(",") if v.strip()), max_accuracy_drop, exports.uri,
+                    model=loaded)
+    if raw_input_key:
+        with open(os.path.join(exports.uri, PREPROCESSING_FILE), "w", encoding="utf-8") as f:
+            json.dump({"input": signature, **_zscore(loaded, examples, raw_input_key, input_key)}, f, indent=2)
+    key = signing.resolve_key(signing_key or None, signing_workdir) if signing_workdir else None
+    target = os.path.join(folder(os.path.dirname(destination)), version)
+    published = publish(exports.uri, record, target, sign_with=key)
+    record.update(version=version, published_path=published,
+                  published=[v for v, r in record["variants"].items() if r["passed"]])
+    with open(os.path.join(exports.uri, RECORD_FILE), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+    exports.set_int_custom_property("exported", 1)
+    exports.set_string_custom_property("published_path", published or "")
+    exports.set_string_custom_property("version", version)
+    for variant, r in record["variants"].items():
+        exports.set_int_custom_property(f"{variant}_size_bytes", r["size_bytes"])
+        exports.set_float_custom_property(f"{variant}_accuracy", r["accuracy"])
+        exports.set_int_custom_property(f"{variant}_published", int(r["passed"]))
+    for variant, r in record["variants"].items():
+        logger.info("TFLite %s: %d bytes, accuracy %.4f (SavedModel %.4f, drop %.4f, bound %.4f): %s", variant,
+                    r["size_bytes"], r["accuracy"], record["saved_model"]["accuracy"], r["accuracy_drop"],
+                    max_accuracy_drop, "published" if r["passed"] else "NOT published")
+
+
+def _zscore(loaded, examples: list, raw_input_key: str, input_key: str) -> dict:
+    """The statistics a device applies to decoded pixels before the model (fitted from the
+    SavedModel's own transform on a few eval examples)."""
+    import tensorflow as tf
+
+    paths = _split_files(examples, "eval")
+    batch = next(iter(tf.data.TFRecordDataset(paths, compression_type="GZIP").batch(16)))
+    transformed = loaded.signatures["transform_features"](examples=batch)[input_key].numpy()
+    parsed = tf.io.parse_example(batch, {raw_input_key: tf.io.FixedLenFeature([], tf.string)})[raw_input_key]
+    raw = np.stack([tf.io.decode_image(b, expand_animations=False).numpy() for b in parsed]).astype(np.float32) / 255.0
+    return zscore_statistics(raw, transformed)

@@ -2,7 +2,7 @@
 
 from tfx.types import standard_artifacts
 
-from components.transform_cache import select
+from components.resolvers.transform_cache import select
 
 
 def _cache(id_: int):

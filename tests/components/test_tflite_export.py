@@ -1,4 +1,4 @@
-"""TFLite exports (serving/tflite.py) on a small image-like model: three variants converted,
+"""TFLite exports (components/tflite_export/executor.py) on a small image-like model: three variants converted,
 each scored beside the SavedModel; the bound decides what is published; a signature that
 parses tf.Examples is refused with the reason."""
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving import signing, tflite
+from components.tflite_export import executor as tflite
+from serving import signing
 
 
 @pytest.fixture(scope="module")

@@ -1,39 +1,15 @@
-"""ServingSkew: the requests the served model answers vs the data it was trained on.
+"""ServingSkew's work: the served version's logged traffic as TFDV statistics, judged
+against its training data's statistics with the data gate's measures and limits."""
 
-`retrain serve` (or any server with the same `logging_config`) logs a sample of requests as
-TF Serving `PredictionLog`s (serving/request_log.py). Each run, before training, this node
-1. finds the model being served (the newest version under the serving folder, its
-   `push_info.json`) and, through ML Metadata, the statistics of the newest span it was
-   trained on (`ServedModelStatisticsStrategy`, a resolver);
-2. reads that version's logged requests, turns them into tf.Examples and computes TFDV
-   statistics of them (the gate's options);
-3. compares the two with the data gate's measures and calibrated limits (gate.yaml: the same
-   k / n_eff^power per feature and measure), for every feature of the schema's SERVING
-   environment (the label is `not_in_environment: "SERVING"`): TFDV's
-   Jensen-Shannon divergence and the quantile measures for numeric features, L-infinity for
-   categorical ones, and the rise of the missing share.
-`report.json` lists every measurement; `action: block` fails the node (and so the run, before
-the Trainer) when a feature is skewed, `warn` reports it and goes on. Too little traffic
-(fewer than `min_examples` logged examples) or nothing served yet is reported as not checked.
-"""
 
-import dataclasses
 import json
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
-from tfx import types
-from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
-from tfx.dsl.component.experimental.decorators import component
-from tfx.dsl.components.common.resolver import ResolverStrategy
-from tfx.types import standard_artifacts
-from tfx.types.artifact import Artifact
-
-from components.atomic_pusher.executor import PUSH_INFO, existing_versions
-from components.span_window import span_of
-from core import files, layout, mlmd, nodes
+from components.resolvers.served_statistics import served_version
+from components.resolvers.span_window import span_of
+from core import files, layout
 
 logger = logging.getLogger(__name__)
 
@@ -42,87 +18,6 @@ STATS_FILE = "serving_stats.pb"
 STOPPED_DIR = os.path.basename(layout.SKEW_STOPPED_DIR)
 ACTIONS = ("block", "warn", "off")
 SERVING = "SERVING"  # TFDV's environment name for served data
-
-
-@dataclasses.dataclass(frozen=True)
-class SkewSettings:
-    """A pipeline config's `serving_skew:` block."""
-
-    action: str = "warn"
-    min_examples: int = 50
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "SkewSettings":
-        """Raises ValueError: an unknown key, action or a min_examples below 1."""
-        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown key(s) {unknown}; known: action, min_examples")
-        settings = cls(**values)
-        if settings.action not in ACTIONS:
-            raise ValueError(f"action {settings.action!r} is not one of {', '.join(ACTIONS)}")
-        if not isinstance(settings.min_examples, int) or settings.min_examples < 1:
-            raise ValueError(f"min_examples must be an integer >= 1, got {settings.min_examples!r}")
-        return settings
-
-
-def served_version(serving_model_dir: str) -> Optional[tuple[int, dict]]:
-    """(version, its push_info) of the version that answers the model's traffic: the one
-    models.config serves (its `stable` label during a canary rollout, a pinned version after
-    a rollback), else the newest under the model's serving folder; None if none was pushed
-    by this pipeline."""
-    from serving import model_config, versions
-
-    order = list(reversed(existing_versions(serving_model_dir)))
-    root, name = os.path.split(os.path.abspath(serving_model_dir))
-    if order and os.path.exists(versions.config_path(root)):
-        entry = model_config.find(model_config.load(versions.config_path(root)), name)
-        chosen = versions.served_version(entry, order) if entry is not None else None
-        if chosen is not None:
-            order = [chosen] + [v for v in order if v != chosen]
-    for version in order:
-        try:
-            with open(os.path.join(serving_model_dir, str(version), PUSH_INFO), encoding="utf-8") as f:
-                return version, json.load(f)
-        except (OSError, ValueError):
-            continue  # not pushed by this pipeline: its training data is unknown
-    return None
-
-
-class ServedModelStatisticsStrategy(ResolverStrategy):
-    """Resolves `examples` and `statistics` to the newest span the served model was trained on
-    and its StatisticsGen output (both empty if nothing this pipeline pushed is served)."""
-
-    def __init__(self, serving_model_dir: str):
-        self._serving_model_dir = serving_model_dir
-
-    def resolve_artifacts(self, store: Any, input_dict: dict[str, list[types.Artifact]]):
-        nothing = {key: [] for key in input_dict}
-        served = served_version(self._serving_model_dir)
-        model_id = (served or (0, {}))[1].get("model_artifact_id")
-        if not model_id:
-            return nothing
-        trainer, _ = mlmd.producer(store, int(model_id))
-        if trainer is None:
-            return nothing
-        window = mlmd.inputs_of(store, trainer.id).get("examples", [])
-        newest = max(window, key=lambda a: (mlmd.props(a).get("span") or 0, a.id), default=None)
-        if newest is None:
-            return nothing
-        produced = set()
-        for execution, node_id in mlmd.consumers(store, newest.id, key="examples"):
-            if node_id == nodes.STATISTICS_GEN:
-                produced.update(a.id for a in mlmd.outputs_of(store, execution.id).get("statistics", []))
-        statistics = sorted((a for a in input_dict.get("statistics", []) if a.id in produced), key=lambda a: a.id)
-        examples = [a for a in input_dict.get("examples", []) if a.id == newest.id]
-        if not statistics or not examples:
-            return nothing
-        return {"statistics": statistics[-1:], "examples": examples}
-
-
-class ServingSkewReport(Artifact):
-    """The serving skew check's report.json (and the logged traffic's statistics)."""
-
-    TYPE_NAME = "ServingSkewReport"
 
 
 def serving_statistics(log_prefix: str, version: int, limit: int = 100_000):
@@ -187,23 +82,9 @@ def evaluate_skew(serving_stats, training_stats, schema, policy, baseline: str) 
             "examples": measures.num_examples(serving_stats)}
 
 
-@component
-def ServingSkew(
-    schema: InputArtifact[standard_artifacts.Schema],
-    report: OutputArtifact[ServingSkewReport],
-    training_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
-    # The span those statistics are of (the newest the served model was trained on).
-    training_examples: InputArtifact[standard_artifacts.Examples] = None,
-    serving_model_dir: Parameter[str] = "",
-    request_log_prefix: Parameter[str] = "",
-    policy: Parameter[str] = "",
-    action: Parameter[str] = "warn",
-    min_examples: Parameter[int] = 50,
-    # The run's span: logs change between runs while the other inputs may not, so a run
-    # never reuses an earlier run's verdict from the cache.
-    span: Parameter[int] = 0,
-) -> None:
-    """Reports (and with action "block", stops the run on) serving skew of the served model."""
+def check(schema, report, training_statistics, training_examples, serving_model_dir: str, request_log_prefix: str,
+          policy: str, action: str, min_examples: int, span: int) -> None:
+    """The node's work: the report (and with action "block", a ServingSkewError)."""
     import tensorflow_data_validation as tfdv
     from tfx.utils import io_utils
 

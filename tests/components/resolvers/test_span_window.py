@@ -2,7 +2,7 @@
 
 from tfx.types import standard_artifacts
 
-from components.span_window import SpanWindowStrategy
+from components.resolvers.span_window import SpanWindowStrategy
 
 
 def _artifact(id_: int, span: int | None):

@@ -1,0 +1,1 @@
+"""ApprovalGate: an optional human decision between the serving check and the push."""

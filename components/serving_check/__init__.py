@@ -1,0 +1,1 @@
+"""ServingCheck: the candidate must serve, correctly and fast enough, before it is pushed."""

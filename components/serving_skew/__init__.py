@@ -1,0 +1,1 @@
+"""ServingSkew: the requests the served model answers vs the data it was trained on."""

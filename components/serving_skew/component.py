@@ -1,0 +1,78 @@
+"""ServingSkew: the requests the served model answers vs the data it was trained on.
+
+`retrain serve` (or any server with the same `logging_config`) logs a sample of requests as
+TF Serving `PredictionLog`s (serving/request_log.py). Each run, before training, this node
+1. finds the model being served (the newest version under the serving folder, its
+   `push_info.json`) and, through ML Metadata, the statistics of the newest span it was
+   trained on (`components/resolvers/served_statistics.py`);
+2. reads that version's logged requests, turns them into tf.Examples and computes TFDV
+   statistics of them (the gate's options);
+3. compares the two with the data gate's measures and calibrated limits (gate.yaml: the same
+   k / n_eff^power per feature and measure), for every feature of the schema's SERVING
+   environment (the label is `not_in_environment: "SERVING"`): TFDV's
+   Jensen-Shannon divergence and the quantile measures for numeric features, L-infinity for
+   categorical ones, and the rise of the missing share.
+`report.json` lists every measurement; `action: block` fails the node (and so the run, before
+the Trainer) when a feature is skewed, `warn` reports it and goes on. Too little traffic
+(fewer than `min_examples` logged examples) or nothing served yet is reported as not checked.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
+from tfx.types import standard_artifacts
+from tfx.types.artifact import Artifact
+
+from components.serving_skew import executor
+from components.serving_skew.executor import ACTIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class SkewSettings:
+    """A pipeline config's `serving_skew:` block."""
+
+    action: str = "warn"
+    min_examples: int = 50
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "SkewSettings":
+        """Raises ValueError: an unknown key, action or a min_examples below 1."""
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown}; known: action, min_examples")
+        settings = cls(**values)
+        if settings.action not in ACTIONS:
+            raise ValueError(f"action {settings.action!r} is not one of {', '.join(ACTIONS)}")
+        if not isinstance(settings.min_examples, int) or settings.min_examples < 1:
+            raise ValueError(f"min_examples must be an integer >= 1, got {settings.min_examples!r}")
+        return settings
+
+
+class ServingSkewReport(Artifact):
+    """The serving skew check's report.json (and the logged traffic's statistics)."""
+
+    TYPE_NAME = "ServingSkewReport"
+
+
+@component
+def ServingSkew(
+    schema: InputArtifact[standard_artifacts.Schema],
+    report: OutputArtifact[ServingSkewReport],
+    training_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
+    # The span those statistics are of (the newest the served model was trained on).
+    training_examples: InputArtifact[standard_artifacts.Examples] = None,
+    serving_model_dir: Parameter[str] = "",
+    request_log_prefix: Parameter[str] = "",
+    policy: Parameter[str] = "",
+    action: Parameter[str] = "warn",
+    min_examples: Parameter[int] = 50,
+    # The run's span: logs change between runs while the other inputs may not, so a run
+    # never reuses an earlier run's verdict from the cache.
+    span: Parameter[int] = 0,
+) -> None:
+    """Reports (and with action "block", stops the run on) serving skew of the served model."""
+    executor.check(schema, report, training_statistics, training_examples, serving_model_dir, request_log_prefix,
+                   policy, action, min_examples, span)
