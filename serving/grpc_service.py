@@ -97,7 +97,9 @@ class GrpcApi:
     def _log(self, servable, signature: str, request, response, make_log, key: _Key) -> None:
         request_logger = self._manager.request_logger(servable.name)
         if request_logger is not None and request_logger.sampled():
-            request_logger.log(make_log(request, response), request.model_spec, signature, servable.version, key())
+            # Built by the log's writer thread: neither message changes once answered.
+            request_logger.log(lambda: make_log(request, response), request.model_spec, signature, servable.version,
+                               key())
 
     def _servable(self, request, key: _Key):
         name, version, label = _spec(request)

@@ -15,22 +15,23 @@ TF Serving's open-source build registers no log collector (it is a plug-in point
 `core/log_collector.h`); this server's collector type is "tfrecord": files
 `<filename_prefix>.<start ms>.<n>.tfrecord`, each closed after `max_file_bytes` or
 `max_file_seconds`, written under a `.part` name until then, the oldest removed beyond
-`max_files`. A request never waits on disk: the sampled log goes to a bounded queue that one
-thread writes; when the queue is full the log is dropped and counted
-(`retrain_serving_request_logs{outcome="dropped"}`), never the request.
+`max_files`. A request never waits on disk, nor builds its log: it queues what it already holds (its
+parsed inputs and outputs) in a bounded queue that one thread drains every 50 ms, building,
+serializing and writing the PredictionLogs; when the queue is full the log is dropped and
+counted (`retrain_serving_request_logs{outcome="dropped"}`), never the request.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import glob
 import logging
 import os
-import queue
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -102,6 +103,11 @@ def read_file(path: str) -> Iterator[prediction_log_pb2.PredictionLog]:
 class RequestLogger:
     """One model's sampled request log."""
 
+    # How often the writer drains what requests queued: requests only append to a deque
+    # (no lock, no wake-up of another thread per request); building, serializing and
+    # writing the logs happens here, off the request path.
+    FLUSH_SECONDS = 0.05
+
     def __init__(self, name: str, config: logging_config_pb2.LoggingConfig, limits: LogLimits = LogLimits(),
                  metrics=None):
         check(name, config)
@@ -109,7 +115,9 @@ class RequestLogger:
         self.prefix = config.log_collector_config.filename_prefix
         self._sampling = logging_config_pb2.SamplingConfig()
         self._sampling.CopyFrom(config.sampling_config)
-        self._queue: queue.Queue[prediction_log_pb2.PredictionLog | None] = queue.Queue(limits.queue_size)
+        self._pending: collections.deque = collections.deque()
+        self._closing = threading.Event()
+        self._writer, self._path, self._size, self._opened, self._seq = None, "", 0, 0.0, 0
         self._thread = threading.Thread(target=self._write_loop, name=f"request-log-{name}", daemon=True)
         self._thread.start()
 
@@ -117,67 +125,84 @@ class RequestLogger:
         """Whether this request is logged (TF Serving samples each request independently)."""
         return self.rate > 0 and (self.rate >= 1 or random.random() < self.rate)
 
-    def log(self, log: prediction_log_pb2.PredictionLog, model_spec, signature: str, version: int,
-            key: str | None = None) -> None:
+    def log(self, log: prediction_log_pb2.PredictionLog | Callable[[], prediction_log_pb2.PredictionLog],
+            model_spec, signature: str, version: int, key: str | None = None) -> None:
         """Queues one log with its LogMetadata; drops it (counted) if the writer is behind.
 
-        The metadata says which version answered (`model_spec.version`), when
-        (`timestamp_secs`) and, as `request_origin`, the request's key (its X-Request-Id, else
-        the SHA-256 of its body), which delayed labels are joined by (rollout/join.py)."""
+        `log` is the PredictionLog or a function that builds it (called in the writer's
+        thread, so a request does not pay for its log's protos; what it reads must not change
+        after the request). The metadata says which version answered (`model_spec.version`),
+        when (`timestamp_secs`) and, as `request_origin`, the request's key (its
+        X-Request-Id, else the SHA-256 of its body), which delayed labels are joined by
+        (rollout/join.py). `model_spec` None: the model's name."""
+        if len(self._pending) >= self._limits.queue_size:
+            self._count("dropped")
+            return
+        self._pending.append((log, model_spec, signature, version, key, int(time.time())))
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Writes what is queued, closes the current file."""
+        self._closing.set()
+        self._thread.join(timeout)
+
+    def _count(self, outcome: str, n: int = 1) -> None:
+        if self._metrics is not None and n:
+            self._metrics.request_logs.labels(self.name, outcome).inc(n)
+
+    def _record(self, item) -> bytes:
+        log, model_spec, signature, version, key, timestamp = item
+        if callable(log):
+            log = log()
         metadata = log.log_metadata
-        metadata.model_spec.CopyFrom(model_spec)
+        if model_spec is not None:
+            metadata.model_spec.CopyFrom(model_spec)
+        else:
+            metadata.model_spec.name = self.name
         metadata.model_spec.signature_name = signature
         metadata.model_spec.version.value = version
-        metadata.timestamp_secs = int(time.time())
+        metadata.timestamp_secs = timestamp
         if key:
             metadata.request_origin = key
         metadata.sampling_config.CopyFrom(self._sampling)
         metadata.saved_model_tags.append(tf.saved_model.SERVING)
-        try:
-            self._queue.put_nowait(log)
-        except queue.Full:
-            self._count("dropped")
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Writes what is queued, closes the current file."""
-        self._queue.put(None)
-        self._thread.join(timeout)
-
-    def _count(self, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.request_logs.labels(self.name, outcome).inc()
+        return log.SerializeToString()
 
     def _write_loop(self) -> None:
-        writer, path, size, opened = None, "", 0, 0.0
-        seq = 0
         while True:
-            try:
-                item = self._queue.get(timeout=1.0)
-            except queue.Empty:
-                item = False  # no log for a second: close an old file all the same
-            if writer is not None and (item is None or size >= self._limits.max_file_bytes
-                                       or time.monotonic() - opened >= self._limits.max_file_seconds):
-                writer.close()
-                os.replace(path, path[: -len(PART)])
-                writer = None
-                self._trim()
-            if item is None:
+            closing = self._closing.wait(self.FLUSH_SECONDS)
+            written = failed = 0
+            while self._pending:
+                item = self._pending.popleft()
+                try:
+                    data = self._record(item)
+                    self._file().write(data)
+                    self._size += len(data) + 16  # TFRecord framing: length, two CRCs
+                    written += 1
+                except Exception:  # noqa: BLE001  a log that cannot be written must not stop the writer
+                    logger.exception("request log %s: cannot write", self.prefix)
+                    failed += 1
+                if self._size >= self._limits.max_file_bytes:
+                    self._finish_file()
+            self._count("written", written)
+            self._count("failed", failed)
+            if self._writer is not None and (closing or time.monotonic() - self._opened >= self._limits.max_file_seconds):
+                self._finish_file()
+            if closing:
                 return
-            if item is False:
-                continue
-            if writer is None:
-                os.makedirs(os.path.dirname(os.path.abspath(self.prefix)), exist_ok=True)
-                seq += 1
-                path = f"{self.prefix}.{int(time.time() * 1000)}.{seq}{SUFFIX}{PART}"
-                writer, size, opened = tf.io.TFRecordWriter(path), 0, time.monotonic()
-            try:
-                data = item.SerializeToString()
-                writer.write(data)
-                size += len(data) + 16  # TFRecord framing: length, two CRCs
-                self._count("written")
-            except Exception:  # noqa: BLE001  a log that cannot be written must not stop the writer
-                logger.exception("request log %s: cannot write", self.prefix)
-                self._count("failed")
+
+    def _file(self):
+        if self._writer is None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.prefix)), exist_ok=True)
+            self._seq += 1
+            self._path = f"{self.prefix}.{int(time.time() * 1000)}.{self._seq}{SUFFIX}{PART}"
+            self._writer, self._size, self._opened = tf.io.TFRecordWriter(self._path), 0, time.monotonic()
+        return self._writer
+
+    def _finish_file(self) -> None:
+        self._writer.close()
+        os.replace(self._path, self._path[: -len(PART)])
+        self._writer = None
+        self._trim()
 
     def _trim(self) -> None:
         finished = log_files(self.prefix)

@@ -13,15 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from google.protobuf import json_format
-from tensorflow_serving.apis import (
-    classification_pb2,
-    get_model_metadata_pb2,
-    model_pb2,
-    predict_pb2,
-    regression_pb2,
-)
+from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
-from serving import api, request_log, tensors
+from serving import api, tensors
 from serving.errors import InvalidArgument, ResourceExhausted, ServingError
 from serving.manager import ModelManager
 from serving.metrics import Metrics
@@ -262,35 +256,40 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _log(self, servable, signature: str, verb: str, request_values, response_values, key: str | None) -> None:
         """A sampled request in TF Serving's log format: the protos TF Serving's REST handler
-        builds from the JSON and logs (only built when this request is sampled)."""
+        builds from the JSON and logs, built by the log's writer thread from the parsed
+        values this request already holds."""
         request_logger = self.server.manager.request_logger(servable.name)
         if request_logger is None or not request_logger.sampled():
             return
-        spec = model_pb2.ModelSpec(name=servable.name, signature_name=signature)
-        if verb == "predict":
-            request = predict_pb2.PredictRequest(model_spec=spec)
-            response = predict_pb2.PredictResponse(model_spec=spec)
-            for name, value in request_values.items():
-                tensors.fill_proto_field(request.inputs[name], value)
-            for name, value in response_values.items():
-                tensors.fill_proto_field(response.outputs[name], value)
-            log = request_log.predict_log(request, response)
-        elif verb == "classify":
-            request = classification_pb2.ClassificationRequest(model_spec=spec)
-            response = classification_pb2.ClassificationResponse(model_spec=spec)
-            for example in request_values:
-                request.input.example_list.examples.add().ParseFromString(example)
-            for pairs in response_values:
-                row = response.result.classifications.add()
-                for label_, score in pairs:
-                    row.classes.add(label=label_, score=score)
-            log = request_log.classify_log(request, response)
-        else:
-            request = regression_pb2.RegressionRequest(model_spec=spec)
-            response = regression_pb2.RegressionResponse(model_spec=spec)
-            for example in request_values:
-                request.input.example_list.examples.add().ParseFromString(example)
-            for value in response_values:
-                response.result.regressions.add(value=value)
-            log = request_log.regress_log(request, response)
-        request_logger.log(log, spec, signature, servable.version, key)
+        name = servable.name
+        request_logger.log(lambda: _rest_log(name, signature, verb, request_values, response_values), None, signature,
+                           servable.version, key)
+
+
+def _rest_log(model: str, signature: str, verb: str, request_values, response_values) -> prediction_log_pb2.PredictionLog:
+    """The PredictionLog of a REST request: its values in the protos of the gRPC API."""
+    log = prediction_log_pb2.PredictionLog()
+    if verb == "predict":
+        request, response = log.predict_log.request, log.predict_log.response
+        for spec in (request.model_spec, response.model_spec):
+            spec.name, spec.signature_name = model, signature
+        for name, value in request_values.items():
+            tensors.fill_proto_field(request.inputs[name], value)
+        for name, value in response_values.items():
+            tensors.fill_proto_field(response.outputs[name], value)
+        return log
+    part = log.classify_log if verb == "classify" else log.regress_log
+    request, response = part.request, part.response
+    for spec in (request.model_spec, response.model_spec):
+        spec.name, spec.signature_name = model, signature
+    for example in request_values:
+        request.input.example_list.examples.add().ParseFromString(example)
+    if verb == "classify":
+        for pairs in response_values:
+            row = response.result.classifications.add()
+            for label_, score in pairs:
+                row.classes.add(label=label_, score=score)
+    else:
+        for value in response_values:
+            response.result.regressions.add(value=value)
+    return log
