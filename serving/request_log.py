@@ -29,10 +29,12 @@ import glob
 import logging
 import os
 import random
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
 
+import google_crc32c
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
@@ -174,15 +176,17 @@ class RequestLogger:
             while self._pending:
                 item = self._pending.popleft()
                 try:
-                    data = self._record(item)
+                    data = tfrecord(self._record(item))
                     self._file().write(data)
-                    self._size += len(data) + 16  # TFRecord framing: length, two CRCs
+                    self._size += len(data)
                     written += 1
                 except Exception:  # noqa: BLE001  a log that cannot be written must not stop the writer
                     logger.exception("request log %s: cannot write", self.prefix)
                     failed += 1
                 if self._size >= self._limits.max_file_bytes:
                     self._finish_file()
+            if self._writer is not None:
+                self._writer.flush()  # what was drained is on disk (a crash keeps it in the .part file)
             self._count("written", written)
             self._count("failed", failed)
             if self._writer is not None and (closing or time.monotonic() - self._opened >= self._limits.max_file_seconds):
@@ -195,7 +199,7 @@ class RequestLogger:
             os.makedirs(os.path.dirname(os.path.abspath(self.prefix)), exist_ok=True)
             self._seq += 1
             self._path = f"{self.prefix}.{int(time.time() * 1000)}.{self._seq}{SUFFIX}{PART}"
-            self._writer, self._size, self._opened = tf.io.TFRecordWriter(self._path), 0, time.monotonic()
+            self._writer, self._size, self._opened = open(self._path, "wb"), 0, time.monotonic()
         return self._writer
 
     def _finish_file(self) -> None:
@@ -211,6 +215,19 @@ class RequestLogger:
                 os.remove(old)
             except OSError:
                 logger.warning("request log: cannot remove %s", old)
+
+
+def _masked_crc(data: bytes) -> bytes:
+    crc = google_crc32c.value(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def tfrecord(data: bytes) -> bytes:
+    """One TFRecord: length, masked CRC32C of the length, data, masked CRC32C of the data
+    (TensorFlow's TFRecordWriter writes the same bytes; written here in Python, into a
+    buffered file, because its per-record call cost a fifth of the request log's thread)."""
+    length = struct.pack("<Q", len(data))
+    return b"".join((length, _masked_crc(length), data, _masked_crc(data)))
 
 
 def predict_log(request, response) -> prediction_log_pb2.PredictionLog:

@@ -127,3 +127,31 @@ def test_a_logging_config_the_server_cannot_write_is_refused(toy_base, rate, kin
     logging_config.log_collector_config.filename_prefix = prefix
     with pytest.raises(InvalidArgument, match=message):
         ModelManager(config)
+
+
+def test_the_log_writer_frames_records_byte_for_byte_as_tensorflows_tfrecord_writer(tmp_path):
+    records = [b"", b"x", bytes(range(256)) * 40, prediction_log_pb2.PredictionLog().SerializeToString()]
+    with tf.io.TFRecordWriter(str(tmp_path / "tf.tfrecord")) as writer:
+        for r in records:
+            writer.write(r)
+    assert b"".join(request_log.tfrecord(r) for r in records) == (tmp_path / "tf.tfrecord").read_bytes()
+
+
+def test_a_log_built_by_the_writer_thread_carries_the_request_metadata(tmp_path):
+    config = model_config.single_model("toy", str(tmp_path / "toy"))
+    model_config.set_request_log(config, "toy", 1.0, str(tmp_path / "logs" / "log"))
+    logger = request_log.RequestLogger("toy", config.model_config_list.config[0].logging_config)
+    built = []
+
+    def build():
+        built.append(threading.current_thread().name)
+        return request_log.predict_log(predict_pb2.PredictRequest(), predict_pb2.PredictResponse())
+
+    logger.log(build, None, "serving_default", 3, key="req-1")
+    logger.close()
+    [log] = list(request_log.read(str(tmp_path / "logs" / "log")))
+    assert built == ["request-log-toy"]  # built in the writer's thread, not the caller's
+    meta = log.log_metadata
+    assert (meta.model_spec.name, meta.model_spec.signature_name, meta.model_spec.version.value) == \
+        ("toy", "serving_default", 3)
+    assert meta.request_origin == "req-1" and meta.timestamp_secs > 0
