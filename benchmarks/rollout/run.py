@@ -11,8 +11,12 @@ power the sequential test reached (the labels it would need, decided once), and 
 z-test looked at after every batch (what peeking does to its error rate).
 
 Part B, the request path: requests/s and latency at c=32 through `retrain serve` on the
-taxi model, with a canary split and keyed request logging (sampling 1.0) on, against both
-off, measured alternately in one invocation (h2load where installed, else Python clients).
+taxi model: off (one version, no split, no log), the split alone, the split with keyed
+request logging at the pipelines' default sampling (0.1, `request_log_sampling`) and at
+1.0 (every request logged), in rounds of all four in a rotated order (h2load where
+installed, else Python clients). A mode's ratio is the median over rounds of its req/s over
+the same round's off: this machine's speed drifts by a third between minutes, a round's
+modes are a minute apart.
 
   .venv/bin/python benchmarks/rollout/run.py [--runs 200] [--seconds 10] [--skip-serving] [--json out.json]
 """
@@ -119,9 +123,9 @@ def _serving_bench():
     return module
 
 
-def request_path(seconds: float, concurrency: int, rounds: int, log_rate: float = 1.0) -> dict:
-    """Off, the split alone, and the split with keyed logging at `log_rate`, alternately, on
-    two copies of the taxi model."""
+def request_path(seconds: float, concurrency: int, rounds: int, log_rate: float = 0.1) -> dict:
+    """Off, the split alone, the split with keyed logging at `log_rate` and at 1.0, in rounds,
+    on two copies of the taxi model."""
     from serving import model_config, versions
 
     bench = _serving_bench()
@@ -142,15 +146,21 @@ def request_path(seconds: float, concurrency: int, rounds: int, log_rate: float 
                                    labels={"stable": 1, "canary": 2})
     split = model_config.ModelServerConfig()
     split.CopyFrom(on)
+    every = model_config.ModelServerConfig()
+    every.CopyFrom(on)
     model_config.set_request_log(on, "taxi", log_rate, os.path.join(root, "logs", "log"))
-    paths = {"off": os.path.join(root, "off.config"), "on": os.path.join(root, "on.config"),
-             "split": os.path.join(root, "split.config")}
-    for mode, config in (("off", off), ("on", on), ("split", split)):
+    model_config.set_request_log(every, "taxi", 1.0, os.path.join(root, "logs", "log"))
+    configs = {"off": off, "split": split, "on": on, "every": every}
+    paths = {mode: os.path.join(root, f"{mode}.config") for mode in configs}
+    for mode, config in configs.items():
         model_config.write(config, paths[mode])
     h2load = bench._ensure_h2load()
-    results: dict[str, list[dict]] = {"off": [], "split": [], "on": []}
-    for _ in range(rounds):
-        for mode in ("off", "split", "on"):
+    modes = tuple(configs)
+    results: dict[str, list[dict]] = {mode: [] for mode in modes}
+    for i in range(rounds):
+        # Each round in another order, so a drift of the machine's speed (other tenants, heat)
+        # does not always favour the same mode.
+        for mode in modes[i % len(modes):] + modes[:i % len(modes)]:
             state = os.path.join(root, "taxi", versions.ROLLOUT_FILENAME)
             if mode != "off":
                 json.dump({"stable": 1, "canary": 2, "canary_share": 0.1, "started_at": time.time()}, open(state, "w"))
@@ -185,10 +195,10 @@ def request_path(seconds: float, concurrency: int, rounds: int, log_rate: float 
             finally:
                 bench._stop(server)
     median = {m: float(np.median([r["rps"] for r in rs])) for m, rs in results.items()}
+    ratio = {m: round(float(np.median([r["rps"] / o["rps"] for r, o in zip(results[m], results["off"])])), 3)
+             for m in modes if m != "off"}
     return {"client": "h2load" if h2load else "python", "concurrency": concurrency, "seconds": seconds,
-            "log_rate": log_rate, "rounds": results, "median_rps": median,
-            "ratio_split_vs_off": round(median["split"] / median["off"], 3),
-            "ratio_on_vs_off": round(median["on"] / median["off"], 3)}
+            "log_rate": log_rate, "rounds": results, "median_rps": median, "ratio_vs_off": ratio}
 
 
 def _h2load_with(bench, h2load, ports, body_file, concurrency, seconds, header):
@@ -217,8 +227,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-labelled", type=int, help="canary labels before the run-out rule (default: taxi's)")
     p.add_argument("--seconds", type=float, default=10.0, help="per request-path measurement")
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--rounds", type=int, default=3, help="off/on pairs, alternating")
-    p.add_argument("--log-rate", type=float, default=1.0, help="request-log sampling rate in the 'on' mode")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the three modes, each round in a rotated order")
+    p.add_argument("--log-rate", type=float, default=0.1,
+                   help="request-log sampling rate in the 'on' mode (the 'every' mode logs every request)")
     p.add_argument("--skip-decisions", action="store_true")
     p.add_argument("--skip-serving", action="store_true")
     p.add_argument("--json")
@@ -239,10 +250,14 @@ def main(argv=None) -> int:
     if not args.skip_serving:
         out["request_path"] = request_path(args.seconds, args.concurrency, args.rounds, args.log_rate)
         rp = out["request_path"]
-        print(f"\nRequest path at c={rp['concurrency']} ({rp['client']}, {rp['seconds']:g} s x {args.rounds} rounds): "
-              f"off {rp['median_rps']['off']:.0f} req/s; split alone {rp['median_rps']['split']:.0f} req/s "
-              f"(ratio {rp['ratio_split_vs_off']:.3f}); split + keyed logging at sampling {rp['log_rate']:g} "
-              f"{rp['median_rps']['on']:.0f} req/s (ratio {rp['ratio_on_vs_off']:.3f}; target >= 0.9)")
+        r = rp["ratio_vs_off"]
+        print(f"\nRequest path at c={rp['concurrency']} ({rp['client']}, {rp['seconds']:g} s x {args.rounds} rounds; "
+              f"ratio: median over rounds of req/s over that round's off; target >= 0.9):\n"
+              f"  off                                  {rp['median_rps']['off']:6.0f} req/s\n"
+              f"  split alone                          {rp['median_rps']['split']:6.0f} req/s  ratio {r['split']:.3f}\n"
+              f"  split + keyed logging, sampling {rp['log_rate']:<4g} {rp['median_rps']['on']:6.0f} req/s  "
+              f"ratio {r['on']:.3f}\n"
+              f"  split + keyed logging, sampling 1    {rp['median_rps']['every']:6.0f} req/s  ratio {r['every']:.3f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
