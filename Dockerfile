@@ -42,6 +42,8 @@ COPY core core
 COPY serving serving
 COPY governance governance
 COPY components components
+COPY csv_engine csv_engine
+COPY trainer_toolkit trainer_toolkit
 COPY rollout rollout
 COPY pipelines pipelines
 COPY runner runner

@@ -21,7 +21,6 @@ from components.data_gate.consistency import check_features as consistency_check
 from components.evaluator.new_span import NewSpanSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_skew.component import SkewSettings
-from components.trainer.settings import TrainerSettings
 from core import deployment, layout, nodes, tasks
 from core import metadata as metadata_lib
 from core import settings as settings_lib
@@ -30,6 +29,7 @@ from core.settings import SettingsError
 from governance import model_card
 from pipelines import beam as beam_lib
 from rollout.settings import RolloutSettings
+from trainer_toolkit.settings import TrainerSettings
 
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
 ExampleFormat = Literal["csv", "tfrecord"]
@@ -78,7 +78,7 @@ class PipelineConfig:
     max_train_examples: int = 10_000_000
     eval_steps: int = 100
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    # Trainer toolkit settings (components/trainer/settings.py): strategy, precision,
+    # Trainer toolkit settings (trainer_toolkit/settings.py): strategy, precision,
     # input pipeline, backup, warm start, profiling. Empty = choose for the hardware.
     trainer: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     slice_features: tuple[str, ...] = ()
@@ -269,7 +269,7 @@ class PipelineConfig:
 
     @property
     def training_budget(self) -> dict:
-        """The Trainer's budget (components.trainer.settings.TrainingBudget's fields)."""
+        """The Trainer's budget (trainer_toolkit.settings.TrainingBudget's fields)."""
         given = {k: getattr(self, f"train_{k}") for k in ("epochs", "examples", "steps")
                  if getattr(self, f"train_{k}") is not None}
         return {**(given or {"epochs": DEFAULT_TRAIN_EPOCHS}), "max_examples": self.max_train_examples}

@@ -83,7 +83,7 @@ def check_csv_structure(path: str) -> int:
 
 def _count_rows_in_chunks(path: str) -> int | None:
     """Data rows of a file without quotes, parsed by chunks; None: check it whole instead."""
-    from components.example_gen import csv_encoding, fast_csv
+    from csv_engine import csv_encoding, fast_csv
 
     try:
         names, chunks = fast_csv.plan([path], fast_csv.CHUNK_BYTES)

@@ -133,8 +133,8 @@ def _job(model: str, workdir: str):
 def _measure(model: str, precision_name: str, steps: int, workdir: str, repeats: int) -> dict:
     import tensorflow as tf
 
-    from components.trainer import dataset, training
-    from components.trainer.settings import TrainerSettings
+    from trainer_toolkit import dataset, training
+    from trainer_toolkit.settings import TrainerSettings
 
     session = training.setup(TrainerSettings(precision=precision_name, backup_every_steps=0, tensorboard=False))
     build, files, spec, transform, batch, default_steps = _job(model, workdir)
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
 
     if args.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
-    from components.trainer import hardware
+    from trainer_toolkit import hardware
 
     hw = hardware.detect()
     device = ", ".join(g.name for g in hw.gpus) if hw.gpus else f"CPU ({os.cpu_count()} cores)"

@@ -222,7 +222,7 @@ def span_examples(folder: str, example_format: str, out_dir: str) -> list[str]:
     same examples the pipeline ingests) into `out_dir`; TFRecord spans are read as they are."""
     if example_format != "csv":
         return sorted(glob.glob(os.path.join(folder, "*.tfrecord.gz")))
-    from components.example_gen import fast_csv
+    from csv_engine import fast_csv
 
     paths = sorted(glob.glob(os.path.join(folder, "*.csv")))
     fast_csv.ingest(paths, [out_dir], [1], workers=0)

@@ -23,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from components.example_gen.csv_encoding import _varint
 from core import layout, tasks
 from core.settings import Settings, SettingsError
+from csv_engine.csv_encoding import _varint
 
 # The feature the Evaluator adds to each eval example: the span it came from.
 SPAN_FEATURE = layout.SPAN_SLICE_FEATURE

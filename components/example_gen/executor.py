@@ -27,9 +27,9 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.example_gen import fast_csv
 from components.example_gen.settings import IngestSettings
 from core import machine
+from csv_engine import fast_csv
 
 logger = logging.getLogger(__name__)
 

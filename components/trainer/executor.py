@@ -15,8 +15,9 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components.trainer import code_version, provenance
+from components.trainer import code_version
 from core import sbom
+from trainer_toolkit import provenance
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from components.trainer.settings import hparams_from_custom_config
 from pipelines.digits import features
+from trainer_toolkit.settings import hparams_from_custom_config
 
 ARCHITECTURES = ("resnet_small", "resnet50")
 

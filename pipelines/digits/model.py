@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from components.trainer import export, heads, training
 from core import tasks
 from pipelines.digits import features
 from pipelines.digits.hparams import HParams
+from trainer_toolkit import export, heads, training
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
     import tensorflow_transform as tft

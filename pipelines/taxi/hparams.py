@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from components.trainer.settings import hparams_from_custom_config
+from trainer_toolkit.settings import hparams_from_custom_config
 
 
 @dataclasses.dataclass(frozen=True)

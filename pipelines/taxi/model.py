@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from components.trainer import heads, training
 from core import tasks
 from pipelines.taxi import features
 from pipelines.taxi.hparams import HParams
+from trainer_toolkit import heads, training
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
     import tensorflow_transform as tft

@@ -99,9 +99,9 @@ def test_a_model_trained_under_mixed_precision_converts_through_its_float32_twin
     """mixed_bfloat16 (auto on a bf16-capable CPU) computes in bf16, which TFLite cannot
     convert; the on-device signature is traced from the float32 twin and answers as the
     trained model does."""
-    from components.trainer import export, precision
     from pipelines.digits import model as digits_model
     from pipelines.digits.hparams import HParams
+    from trainer_toolkit import export, precision
 
     precision.apply_policy("mixed_bfloat16")
     try:

@@ -15,7 +15,7 @@ from core import keras_env  # noqa: F401  (before TensorFlow)
 
 import tensorflow as tf
 
-from components.trainer import export
+from trainer_toolkit import export
 # isort: on
 
 FEATURES = {"x": tf.io.FixedLenFeature([1], tf.float32)}

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from components.example_gen import csv_encoding
+from csv_engine import csv_encoding
 
 logger = logging.getLogger(__name__)
 
@@ -157,10 +157,10 @@ class WorkerError(RuntimeError):
 
 
 class _Worker:
-    """One `python -m components.example_gen.worker` process: tasks in, results out (JSON lines)."""
+    """One `python -m csv_engine.worker` process: tasks in, results out (JSON lines)."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "components.example_gen.worker"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "csv_engine.worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def run(self, task: dict) -> dict:

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from components.trainer import hardware, precision, strategy
-from components.trainer.hardware import Cluster, Gpu, Hardware
-from components.trainer.settings import TrainerSettings
+from trainer_toolkit import hardware, precision, strategy
+from trainer_toolkit.hardware import Cluster, Gpu, Hardware
+from trainer_toolkit.settings import TrainerSettings
 
 A100, H200, T4, P100 = Gpu("A100", (8, 0)), Gpu("H200", (9, 0)), Gpu("T4", (7, 5)), Gpu("P100", (6, 0))
 CLUSTER = Cluster(num_workers=2, task_type="worker", task_index=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from components.trainer.hardware import Hardware
+from trainer_toolkit.hardware import Hardware
 
 StrategyName = Literal["auto", "default", "one_device", "mirrored", "multi_worker"]
 STRATEGY_NAMES = ("auto", "default", "one_device", "mirrored", "multi_worker")

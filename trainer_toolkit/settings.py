@@ -7,8 +7,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from components.trainer.precision import PRECISION_NAMES
-from components.trainer.strategy import STRATEGY_NAMES
+from trainer_toolkit.precision import PRECISION_NAMES
+from trainer_toolkit.strategy import STRATEGY_NAMES
 
 
 @dataclasses.dataclass(frozen=True)

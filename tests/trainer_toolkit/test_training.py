@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.trainer import dataset, precision, provenance
-from components.trainer.warm_start import warm_start_from
-from tests.components.trainer import toy_job
 from tests.conftest import REPO
+from tests.trainer_toolkit import toy_job
+from trainer_toolkit import dataset, precision, provenance
+from trainer_toolkit.warm_start import warm_start_from
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def data(tmp_path_factory):
 
 
 def _job(data, out, *args, env=None):
-    return [sys.executable, "-m", "tests.components.trainer.toy_job", "--data", data, "--out", str(out), *args]
+    return [sys.executable, "-m", "tests.trainer_toolkit.toy_job", "--data", data, "--out", str(out), *args]
 
 
 def _run(cmd, env=None, timeout=180) -> dict:
@@ -101,7 +101,7 @@ def test_an_epochs_budget_trains_on_that_many_passes_over_the_training_split(dat
 
 
 def test_training_budget_plans_steps_batch_and_ceiling():
-    from components.trainer.settings import TrainingBudget
+    from trainer_toolkit.settings import TrainingBudget
 
     plan = TrainingBudget(epochs=30, max_examples=10_000_000).plan(32, 1, 303, 1024, 5000)
     assert (plan["steps"], plan["per_replica_batch_size"]) == (285, 32)  # the embedded window: unchanged
@@ -205,8 +205,8 @@ _DETERMINISTIC_SETUP = r"""
 import json, sys
 import tensorflow as tf
 from tensorflow.python.framework import config as tf_config  # is_op_determinism_enabled: not public in 2.16
-from components.trainer import precision, training
-from components.trainer.settings import TrainerSettings
+from trainer_toolkit import precision, training
+from trainer_toolkit.settings import TrainerSettings
 
 probed = []
 precision.probe_cpu_bf16_speedup = lambda *a, **k: probed.append(1) or 2.0

@@ -1,4 +1,4 @@
-"""An ingestion worker: `python -m components.example_gen.worker`, one chunk task per line
+"""An ingestion worker: `python -m csv_engine.worker`, one chunk task per line
 on stdin (JSON), one result per line on stdout (fast_csv.encode_chunk's, or an error)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from components.example_gen import csv_encoding, fast_csv
+from csv_engine import csv_encoding, fast_csv
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
 The tests start it as a subprocess because strategy set-up (logical CPU devices, a
 multi-worker cluster) must happen before TensorFlow's runtime starts, once per process.
 
-  python -m tests.components.trainer.toy_job --data DIR --out DIR [--strategy mirrored]
+  python -m tests.trainer_toolkit.toy_job --data DIR --out DIR [--strategy mirrored]
       [--logical-cpus 2] [--precision float32] [--steps 20] [--backup-every 0]
       [--write-data]
 """
@@ -75,8 +75,8 @@ def main(argv=None) -> int:
         [cpu] = tf.config.list_physical_devices("CPU")
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus)
 
-    from components.trainer import settings as settings_lib
-    from components.trainer import training
+    from trainer_toolkit import settings as settings_lib
+    from trainer_toolkit import training
 
     settings = settings_lib.TrainerSettings(
         strategy=args.strategy, precision=args.precision, backup_every_steps=args.backup_every,

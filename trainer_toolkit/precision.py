@@ -11,7 +11,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from components.trainer.hardware import Hardware
+from trainer_toolkit.hardware import Hardware
 
 PRECISION_NAMES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 _BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})

@@ -22,10 +22,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.trainer import dataset, export, hardware, precision, provenance
-from components.trainer import strategy as strategy_lib
-from components.trainer.settings import TrainerSettings, TrainingBudget
-from components.trainer.warm_start import warm_start_from
+from trainer_toolkit import dataset, export, hardware, precision, provenance
+from trainer_toolkit import strategy as strategy_lib
+from trainer_toolkit.settings import TrainerSettings, TrainingBudget
+from trainer_toolkit.warm_start import warm_start_from
 
 logger = logging.getLogger(__name__)
 

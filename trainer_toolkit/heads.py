@@ -18,8 +18,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.trainer import export
 from core import tasks
+from trainer_toolkit import export
 
 
 @dataclasses.dataclass(frozen=True)

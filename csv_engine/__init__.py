@@ -1,0 +1,1 @@
+"""The fast CSV ingestion engine: CsvExampleGen's examples and splits from worker processes, without Beam."""
