@@ -39,6 +39,7 @@ RUN uv pip sync --no-cache requirements/tfx.lock \
 # The project: packages, configs, curated schemas, compiled DAG templates, embedded data.
 COPY setup.py pyproject.toml ./
 COPY core core
+COPY task_host task_host
 COPY serving serving
 COPY governance governance
 COPY components components
@@ -54,9 +55,9 @@ COPY dags/compiled dags/compiled
 COPY data data
 RUN uv pip install --no-cache --no-deps -e . \
  && cyclonedx-py environment --output-reproducible --of JSON -o /opt/venv/retrain-runtime.cdx.json /opt/venv/bin/python \
- && python -c "import tfx, retrain.cli, retrain.in_pod" \
+ && python -c "import tfx, retrain.cli, task_host.pod" \
  && useradd --uid 1000 --no-create-home --home-dir /opt/retrain retrain
 
 USER 1000
-# Pods run `python -m retrain.in_pod -- <retrain command>` (the operator sets the command).
+# Pods run `python -m task_host.pod -- <retrain command>` (the operator sets the command).
 CMD ["python", "-m", "retrain.cli", "--help"]

@@ -125,7 +125,7 @@ test: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
 # Two lanes for two cores: the TFX suite, and the Airflow suite followed by the TFX tests
 # that run many processes at once (TFX_LANE2), so neither lane waits long on the other
 # (measured: TFX 24.5 min vs Airflow 11.6 + lane-2 TFX 8.5 before the serving tests moved).
-TFX_LANE2 := tests/runner/test_parallel_runs.py tests/retrain/test_warm_runtime.py tests/runner/test_portable_runner.py \
+TFX_LANE2 := tests/runner/test_parallel_runs.py tests/task_host/test_warm_server.py tests/runner/test_portable_runner.py \
   tests/serving tests/rollout
 
 test-tfx: venv /usr/bin/chromium

@@ -14,7 +14,7 @@ setup(
     # components, the Airflow control plane (3.11) only core and airflow_tfx (which import no TFX).
     python_requires=">=3.10",
     packages=find_packages(include=["core*", "runner*", "retrain*", "pipelines*", "components*", "csv_engine*",
-                                    "trainer_toolkit*", "serving*", "governance*", "rollout*", "airflow_tfx*"]),
+                                    "trainer_toolkit*", "serving*", "governance*", "rollout*", "airflow_tfx*", "task_host*"]),
     package_data={"pipelines": ["*/config.yaml"], "runner": ["templates/*.tmpl"]},
     entry_points={"console_scripts": ["retrain = retrain.cli:entry_point"]},
 )

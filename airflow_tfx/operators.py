@@ -29,8 +29,9 @@ from airflow.sdk.exceptions import (
 
 from airflow_tfx.links import GovernanceReportLink
 from airflow_tfx.template import REPO
-from core import exit_codes, metadata, warm
+from core import exit_codes, metadata
 from core.results import CACHED, FAILED, SKIPPED, NodeResult, parse_result_line
+from task_host import client as warm
 
 # Which interpreter runs TFX work: read when a task runs, never at DAG-parse time.
 TFX_PYTHON_ENV = "RETRAIN_TFX_PYTHON"

@@ -2,7 +2,7 @@
 
 The image is built from `Dockerfile` (the same `requirements/tfx.lock` as the local venv,
 the project installed). Every task of the DAG becomes a `KubernetesPodOperator` that runs
-`python -m retrain.in_pod -- <the same retrain command>`; the pod leaves the command's
+`python -m task_host.pod -- <the same retrain command>`; the pod leaves the command's
 exit code and `RESULT` line where the operator's xcom sidecar reads them, and the task's
 state is decided by the same code as for a local process (operators.CommandOutcome,
 NodeOutcome, SummaryOutcome): a gate stop still fails without retries, a skipped node is
@@ -36,11 +36,12 @@ from airflow_tfx.operators import (
     _drop_empty_options,
     node_arguments,
 )
-from core import nodes, results
+from core import nodes
+from task_host import pod
 
 # Where the Dockerfile installs the project (its WORKDIR): configs, schemas, templates.
 IMAGE_ROOT = "/opt/retrain"
-ENTRYPOINT = ["python", "-m", "retrain.in_pod", "--reply", results.POD_REPLY_PATH, "--"]
+ENTRYPOINT = ["python", "-m", "task_host.pod", "--reply", pod.POD_REPLY_PATH, "--"]
 GPU_RESOURCE = "nvidia.com/gpu"
 WORKDIR_VOLUME, DATA_VOLUME = "retrain-workdir", "retrain-data"
 
@@ -117,7 +118,7 @@ class TfxPodOperator(CommandOutcome, RetrainTask, KubernetesPodOperator):
             self.arguments = _drop_empty_options(self.arguments)
 
     def run_command(self, context: Any):
-        return results.read_pod_reply(KubernetesPodOperator.execute(self, context))
+        return pod.read_pod_reply(KubernetesPodOperator.execute(self, context))
 
 
 class RunSummaryPodOperator(SummaryOutcome, TfxPodOperator):

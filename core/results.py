@@ -64,27 +64,3 @@ def parse_result_line(line: str) -> NodeResult | None:
     if not line.startswith(RESULT_PREFIX):
         return None
     return NodeResult.from_json(line[len(RESULT_PREFIX):])
-
-
-# A pod's answer (retrain/in_pod.py writes it where the KubernetesPodOperator's xcom sidecar
-# reads it): the command's exit code, its RESULT line and its last lines. The container
-# itself exits 0 once it has written this; a pod that dies before is an infrastructure
-# failure, retried as such.
-POD_REPLY_PATH = "/airflow/xcom/return.json"
-POD_TAIL_LINES = 20
-
-
-def pod_reply(exit_code: int, result_line_text: str | None, tail: list[str]) -> dict:
-    return {"exit_code": exit_code, "result_line": result_line_text, "tail": list(tail)[-POD_TAIL_LINES:]}
-
-
-def read_pod_reply(reply: dict) -> tuple[int, list[str], NodeResult | None]:
-    """(exit code, last lines, node result or None) from a pod's answer.
-
-    Raises:
-      ValueError: not a pod answer (e.g. the pod ran something else).
-    """
-    if not isinstance(reply, dict) or not isinstance(reply.get("exit_code"), int):
-        raise ValueError(f"not a retrain pod answer: {reply!r:.200}")
-    line = reply.get("result_line")
-    return reply["exit_code"], list(reply.get("tail") or []), parse_result_line(line) if line else None

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The packages the TFX runtime imports (airflow_tfx and dags run in Airflow, not there).
 RUNTIME_PACKAGES = ("core", "runner", "retrain", "pipelines", "components", "csv_engine", "trainer_toolkit", "serving",
-                    "governance", "rollout")
+                    "governance", "rollout", "task_host")
 
 
 def tree_sha256(tops: Iterable[str], suffixes: tuple[str, ...] = (".py",), repo: str = REPO) -> str:

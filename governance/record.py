@@ -27,7 +27,7 @@ from core import spans as span_lib
 from core.mlmd import NodeRun, props, run_nodes
 from core.outcome import Outcome
 from core.results import CACHED, COMPLETE, FAILED, SKIPPED, NodeResult
-from serving import signing
+from serving.repository import signing
 
 # MLMD execution states as the runner's node statuses (a node that never ran has none).
 _STATUS_OF_STATE = {"COMPLETE": COMPLETE, "CACHED": CACHED, "FAILED": FAILED, "CANCELED": SKIPPED,
@@ -500,7 +500,7 @@ def live_record(store, version_path: str | None, evaluation: dict | None) -> dic
     the rollout controller's decisions about it (MLMD), and its offline key metrics beside
     the live ones of the latest decision. None when the version never took part in a rollout."""
     from core.mlmd import rollout_decisions
-    from serving import history
+    from serving.repository import history
 
     if not version_path or not os.path.basename(version_path).isdigit():
         return None

@@ -14,8 +14,8 @@ from core import mlmd as lineage
 from core.mlmd import props
 from governance import record as record_lib
 from governance import report as report_lib
-from serving import history, model_config, versions
-from serving.layout import discover
+from serving.repository import history, model_config, versions
+from serving.repository.layout import discover
 
 
 def _training_execution(store, model):

@@ -5,7 +5,7 @@
 Written to `<pipeline_root>/governance/<run id>/` for every run (pushed, not blessed,
 stopped by the data gate, failed), and copied to `assets.extra/governance/` of the pushed
 SavedModel so it travels with the model. A signed version gets its report signed with the
-same key (serving/signing.py) before the folder is renamed into place; without the key the
+same key (serving/repository/signing.py) before the folder is renamed into place; without the key the
 copy is left out rather than make the version fail verification.
 """
 
@@ -20,7 +20,7 @@ import shutil
 from core import files, layout
 from governance import model_card
 from governance.record import RunRecord
-from serving import signing
+from serving.repository import signing
 
 logger = logging.getLogger(__name__)
 

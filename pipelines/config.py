@@ -146,7 +146,7 @@ class PipelineConfig:
     # the data it was trained on, with the data gate's calibrated limits. action: "block"
     # stops the run before training, "warn" reports only, "off" skips the node's check.
     serving_skew: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    # Signed versions (serving/signing.py): the Pusher signs every pushed version and the
+    # Signed versions (serving/repository/signing.py): the Pusher signs every pushed version and the
     # serving check verifies before it loads. {enabled: true, key: PEM path}; the key may
     # come from $RETRAIN_SIGNING_KEY instead (it wins), else a demo key is generated under
     # <workdir>/keys/ on first use.

@@ -16,7 +16,7 @@ from retrain import options
 
 
 def add_parsers(sub) -> None:
-    from serving import main as serving_main
+    from serving.server import main as serving_main
 
     serve = sub.add_parser("serve", help="serve pushed models over TF Serving's REST and gRPC APIs")
     serve.add_argument("--config", default=options.DEFAULT_CONFIG, help="pipeline config (its model and workdir)")
@@ -53,8 +53,8 @@ def _serving_root(args) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from core import logs
-    from serving import main as serving_main
-    from serving import model_config, versions
+    from serving.repository import model_config, versions
+    from serving.server import main as serving_main
 
     logs.configure(sys.stderr)
     if args.model_base_path or args.model_config_file:
@@ -72,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             model_config.write(config, config_path)
         _request_log_defaults(args, pipeline, config, config_path)
     if args.require_signed and not args.trusted_key:  # the key the pipeline's pushes are signed with
-        from serving import signing
+        from serving.repository import signing
 
         args.trusted_key = [signing.trusted_key_for(options.load_config(args.config).signing_key, args.workdir)]
     try:
@@ -85,7 +85,7 @@ def _request_log_defaults(args, pipeline, config, config_path: str | None) -> No
     """The pipeline's model logs `request_log_sampling` of its requests where the skew check
     reads them (`layout.request_log_prefix`), unless models.config already says otherwise;
     written into models.config, which the server re-reads."""
-    from serving import model_config
+    from serving.repository import model_config
 
     rate = pipeline.request_log_sampling if args.request_log_sampling_rate is None else args.request_log_sampling_rate
     model = model_config.find(config, pipeline.model_name)
@@ -98,7 +98,7 @@ def _request_log_defaults(args, pipeline, config, config_path: str | None) -> No
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from serving import versions
+    from serving.repository import versions
 
     if args.latest:
         entry = versions.release(_serving_root(args), args.model, args.reason)
@@ -114,8 +114,8 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     import json
 
-    from serving import signing
-    from serving.layout import discover
+    from serving.repository import signing
+    from serving.repository.layout import discover
 
     trusted = args.trusted_key
     if not trusted:
@@ -155,7 +155,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_serving_config(args: argparse.Namespace) -> int:
-    from serving import model_config, versions
+    from serving.repository import model_config, versions
 
     root = _serving_root(args)
     if not os.path.isdir(root):

@@ -10,7 +10,7 @@ back, as a truncated sequential test ends), and the reason says it ran out.
 
 Every decision, `continue` included, is an MLMD execution of type `RolloutDecision`
 whose inputs are both versions' Model artifacts, with the live metrics, counts and reason;
-promotions and roll-backs also go into the model's `history.jsonl` (serving/versions.py).
+promotions and roll-backs also go into the model's `history.jsonl` (serving/repository/versions.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from core import layout, tasks
 from core.mlmd import ROLLOUT_DECISION as EXECUTION_TYPE
 from rollout import feedback, join, live_metrics, sequential
 from rollout.settings import RolloutSettings
-from serving import history, versions
+from serving.repository import history, versions
 
 PUSH_INFO = os.path.join("assets.extra", "push_info.json")
 FLOOR_ALERT = "live_floor"
@@ -71,7 +71,7 @@ def _log_prefix(serving_root: str, model: str, workdir: str) -> str:
     """Where the model's request logs are: its models.config logging_config, else the default."""
     path = versions.config_path(serving_root)
     if os.path.exists(path):
-        from serving import model_config
+        from serving.repository import model_config
 
         entry = model_config.find(model_config.load(path), model)
         if entry is not None and entry.HasField("logging_config"):
@@ -85,7 +85,7 @@ def status(workdir: str, model: str) -> dict[str, Any]:
     serving_root = layout.serving_root(workdir)
     base = os.path.join(serving_root, model)
     config = versions.load_or_default(serving_root, model)
-    from serving import model_config
+    from serving.repository import model_config
 
     entry = model_config.find(config, model)
     state = versions.rollout_state(base)

@@ -25,7 +25,7 @@ import numpy as np
 
 from core import tasks
 from rollout import feedback, live_metrics
-from serving.routing import example_keys
+from serving.server.routing import example_keys
 
 FILENAME = "join.sqlite"
 _SCHEMA = """

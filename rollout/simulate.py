@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from rollout import feedback
-from serving.routing import HEADER
+from serving.server.routing import HEADER
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

@@ -60,7 +60,7 @@ def push_degraded(workdir: str, model: str, share: float) -> int:
     """Pushes a degraded copy of the stable version as the canary (a demo of a bad canary:
     no pipeline run blessed it, and its history says so)."""
     from components.atomic_pusher.executor import atomic_copy_dir, next_version
-    from serving import history, versions
+    from serving.repository import history, versions
 
     root = layout.serving_root(workdir)
     base = os.path.join(root, model)
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from pipelines import config as config_lib
     from rollout import controller
-    from serving import history
+    from serving.repository import history
 
     workdir = os.path.abspath(args.workdir)
     if args.fresh:

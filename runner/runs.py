@@ -24,7 +24,7 @@ from core.results import NodeResult
 from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
 from runner import preflight
-from serving import signing
+from serving.repository import signing
 
 logger = logging.getLogger(__name__)
 

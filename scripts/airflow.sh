@@ -8,7 +8,7 @@
 #                                      Redis broker, scheduler, API server, dag-processor, triggerer and two
 #                                      Celery workers as separate processes; ML Metadata on MariaDB
 #   scripts/airflow.sh cluster-stop    stop all of it, the database servers too
-# Each mode also starts a warm TFX runtime (python -m retrain.warm_runtime, one per host) that
+# Each mode also starts a warm TFX runtime (python -m task_host.warm_server, one per host) that
 # the tasks' operators fork nodes from instead of paying TensorFlow's imports per task;
 # RETRAIN_WARM=0 runs every task in a cold interpreter instead.
 set -euo pipefail
@@ -51,7 +51,7 @@ start() {
   # setsid: its own session and process group, so `stop` can end every process it starts
   # (the warm TFX runtime too).
   setsid bash -c 'echo $$ > "$0"
-    [ -z "$RETRAIN_WARM_SOCKET" ] || (cd "$2" && exec "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime \
+    [ -z "$RETRAIN_WARM_SOCKET" ] || (cd "$2" && exec "$RETRAIN_TFX_PYTHON" -m task_host.warm_server \
       --socket "$RETRAIN_WARM_SOCKET" > "$3" 2>&1) &
     exec "$1/airflow" standalone' "$PIDFILE" "$AF" "$REPO" "$AIRFLOW_HOME/warm-runtime.log" \
     >"$AIRFLOW_HOME/standalone.log" 2>&1 < /dev/null &
@@ -73,7 +73,7 @@ start() {
 warm_wait() {  # until the warm runtime answers (its imports take ~15 s; tasks run cold until then)
   [ -n "$RETRAIN_WARM_SOCKET" ] || return 0
   for _ in $(seq 1 120); do
-    "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET" --ping >/dev/null 2>&1 && return 0
+    "$RETRAIN_TFX_PYTHON" -m task_host.warm_server --socket "$RETRAIN_WARM_SOCKET" --ping >/dev/null 2>&1 && return 0
     sleep 1
   done
   echo "the warm TFX runtime does not answer at $RETRAIN_WARM_SOCKET (tasks run cold); see $1" >&2
@@ -100,9 +100,9 @@ test_dag() {  # DATE [options]: one DAG run through Airflow ($RETRAIN_DAG, defau
   echo "airflow dags test $dag $date (full log: $log)" >&2
   local warm_pid=""
   if [ -n "$RETRAIN_WARM_SOCKET" ] \
-     && ! "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET" --ping >/dev/null 2>&1; then
+     && ! "$RETRAIN_TFX_PYTHON" -m task_host.warm_server --socket "$RETRAIN_WARM_SOCKET" --ping >/dev/null 2>&1; then
     # The tasks fork from it (unless one answers already); stopped when the test ends.
-    (cd "$REPO" && exec setsid "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime --socket "$RETRAIN_WARM_SOCKET") \
+    (cd "$REPO" && exec setsid "$RETRAIN_TFX_PYTHON" -m task_host.warm_server --socket "$RETRAIN_WARM_SOCKET") \
       >"$AIRFLOW_HOME/warm-runtime.log" 2>&1 </dev/null &
     warm_pid=$!
     trap '[ -z "'"$warm_pid"'" ] || kill -TERM -- "-'"$warm_pid"'" 2>/dev/null || true' EXIT
@@ -180,7 +180,7 @@ cluster_start() {
   # Every process in one process group (setsid), each with its own log.
   setsid bash -c '
     echo $$ > "$0"; AF="$1"; logs="$2"
-    [ -z "$RETRAIN_WARM_SOCKET" ] || (cd "$3" && exec "$RETRAIN_TFX_PYTHON" -m retrain.warm_runtime \
+    [ -z "$RETRAIN_WARM_SOCKET" ] || (cd "$3" && exec "$RETRAIN_TFX_PYTHON" -m task_host.warm_server \
       --socket "$RETRAIN_WARM_SOCKET" > "$logs/warm-runtime.log" 2>&1) &
     "$AF/airflow" scheduler > "$logs/scheduler.log" 2>&1 &
     "$AF/airflow" dag-processor > "$logs/dag-processor.log" 2>&1 &

@@ -1,9 +1,9 @@
-"""`python -m serving`: see `serving/main.py`."""
+"""`python -m serving`: see `serving/server/main.py`."""
 
 import os
 import sys
 
-from serving.main import main
+from serving.server.main import main
 
 code = main()
 sys.stdout.flush()

@@ -3,19 +3,16 @@ entry point does."""
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import pytest
 
-from core import (
-    keras_env,  # noqa: F401  (before anything imports TensorFlow)
-    warm,
-)
+from core import keras_env  # noqa: F401  (before anything imports TensorFlow)
+from task_host import client as warm
+from task_host import spawn
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAXI_CONFIG = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
@@ -39,20 +36,18 @@ def _warm_socket() -> str | None:
         if "socket" not in _WARM:
             root = tempfile.mkdtemp(prefix="retrain-warm-")
             sock = os.path.join(root, "tfx.sock")
-            with open(os.path.join(root, "server.log"), "w") as log:
-                proc = subprocess.Popen([sys.executable, "-m", "retrain.warm_runtime", "--socket", sock], cwd=REPO,
-                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            deadline = time.monotonic() + 300
-            while warm.ping(sock) is None and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.5)
-            _WARM.update(socket=sock if warm.ping(sock) else None, proc=proc, root=root)
+            try:
+                proc = spawn.start_warm_runtime(sock, log=os.path.join(root, "server.log"))
+            except spawn.NotReady:
+                proc, sock = None, None
+            _WARM.update(socket=sock, proc=proc, root=root)
         return _WARM["socket"]
 
 
 def retrain_cli(*args: str, env: dict | None = None, cwd: str = REPO, timeout: int = 900) -> subprocess.CompletedProcess:
     """`python -m retrain.cli <args>`, as `subprocess.run(..., capture_output=True, text=True)`
     gives it, forked from this session's warm TFX runtime: the ~18 s of imports are paid once,
-    as Airflow's tasks pay them (tests/retrain/test_warm_runtime.py shows warm and cold runs
+    as Airflow's tasks pay them (tests/task_host/test_warm_server.py shows warm and cold runs
     give the same results). Cold with RETRAIN_TEST_COLD=1 or where the runtime refuses."""
     cmd = [sys.executable, "-m", "retrain.cli", *args]
     env = dict(os.environ if env is None else env)
@@ -68,13 +63,8 @@ def retrain_cli(*args: str, env: dict | None = None, cwd: str = REPO, timeout: i
 
 
 def pytest_sessionfinish(session, exitstatus):
-    proc = _WARM.get("proc")
-    if proc is not None and proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    if _WARM.get("proc") is not None:
+        spawn.stop(_WARM["proc"], timeout_s=30)
     if _WARM.get("root"):
         shutil.rmtree(_WARM["root"], ignore_errors=True)
 

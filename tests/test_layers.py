@@ -16,6 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Package -> the project packages it may import. Bottom first.
 ALLOWED = {
     "core": set(),
+    "task_host": {"core"},
     "csv_engine": {"core"},
     "trainer_toolkit": {"core"},
     "serving": {"core"},
@@ -23,10 +24,10 @@ ALLOWED = {
     "components": {"core", "csv_engine", "trainer_toolkit", "serving", "governance"},
     "rollout": {"core", "serving", "governance"},
     "pipelines": {"core", "trainer_toolkit", "serving", "governance", "components", "rollout"},
-    "airflow_tfx": {"core"},
-    "runner": {"core", "csv_engine", "trainer_toolkit", "serving", "governance", "components", "pipelines", "rollout",
+    "airflow_tfx": {"core", "task_host"},
+    "runner": {"core", "task_host", "csv_engine", "trainer_toolkit", "serving", "governance", "components", "pipelines", "rollout",
                "airflow_tfx"},
-    "retrain": {"core", "csv_engine", "trainer_toolkit", "serving", "governance", "components", "pipelines", "rollout",
+    "retrain": {"core", "task_host", "csv_engine", "trainer_toolkit", "serving", "governance", "components", "pipelines", "rollout",
                 "airflow_tfx", "runner"},
     "dags": {"airflow_tfx", "core"},
 }
@@ -130,6 +131,16 @@ def test_no_import_cycle():
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
+def test_version_management_does_not_import_the_server():
+    # serving/repository/ (the on-disk versions, labels, history, signatures) is read by the
+    # Pusher, the CLI, governance and the rollout controller without a server: it sits below
+    # serving/server/, which reads it.
+    graph = _graph()
+    wrong = sorted(f"{src} imports {dst}" for src, deps in graph.items() if src.startswith("serving.repository")
+                   for dst in deps if dst.startswith("serving.server"))
+    assert wrong == [], wrong
+
+
 def test_the_checker_sees_upward_imports_and_cycles(monkeypatch):
     """The rule test itself fails on a violation (checked on a made-up graph)."""
     fake = {"core.a": {"runner.b"}, "runner.b": {"core.a"}, "serving.c": set()}
@@ -143,7 +154,8 @@ def test_core_and_airflow_glue_import_no_tensorflow():
     code = (
         "import sys\n"
         "import core.exit_codes, core.errors, core.files, core.layout, core.nodes, core.outcome, core.results,"
-        " core.run_folder, core.spans, core.logs, serving.layout, serving.versions, serving.grpc_front, retrain.cli\n"
+        " core.run_folder, core.spans, core.logs, task_host.protocol, task_host.client, task_host.pod, task_host.spawn,"
+        " serving.repository.layout, serving.repository.versions, serving.server.grpc_front, retrain.cli\n"
         "heavy = sorted(m for m in ('tensorflow', 'tfx', 'apache_beam', 'tensorflow_model_analysis') if m in sys.modules)\n"
         "print(heavy)\n"
     )

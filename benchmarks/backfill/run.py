@@ -19,7 +19,6 @@ import datetime as dt
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 AIRFLOW_SH = os.path.join(REPO, "scripts", "airflow.sh")
 SERVICES = os.path.join(REPO, "scripts", "services.sh")
+sys.path.insert(0, REPO)
+
+from task_host import spawn  # noqa: E402  (TF-free: runs in the Airflow environment too)
 
 
 def months(first: str, n: int) -> list[dt.date]:
@@ -67,17 +69,12 @@ def standalone(spans: list[dt.date], root: str, conf: dict) -> tuple[float, list
     os.makedirs(env["AIRFLOW_HOME"], exist_ok=True)
     sock = os.path.join(env["AIRFLOW_HOME"], "tfx-runtime.sock")
     t0 = time.monotonic()
-    warm_runtime = subprocess.Popen([TFX_PYTHON, "-m", "retrain.warm_runtime", "--socket", sock], cwd=REPO, env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    while subprocess.run([TFX_PYTHON, "-m", "retrain.warm_runtime", "--socket", sock, "--ping"], cwd=REPO,
-                         capture_output=True).returncode != 0:
-        time.sleep(1)
+    warm_runtime = spawn.start_warm_runtime(sock, TFX_PYTHON, env=env, cwd=REPO)
     say(f"  warm TFX runtime up in {time.monotonic() - t0:.0f} s (not counted)")
     try:
         return _standalone_months(spans, env, conf)
     finally:
-        os.killpg(warm_runtime.pid, signal.SIGTERM)
-        warm_runtime.wait(timeout=60)
+        spawn.stop(warm_runtime)
 
 
 def _standalone_months(spans: list[dt.date], env: dict, conf: dict) -> tuple[float, list[float], dict]:

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     from components.tflite_export import executor as tflite
-    from serving import signing
+    from serving.repository import signing
 
     version_dir, saved_model = _pushed(args.workdir)
     root = os.path.join(args.workdir, "pipeline_root", "digits")

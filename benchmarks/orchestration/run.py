@@ -24,7 +24,9 @@ import subprocess
 import tempfile
 import time
 
-from core import nodes, warm
+from core import nodes
+from task_host import client as warm
+from task_host import spawn
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AF_PYTHON = os.path.join(REPO, ".venv-airflow", "bin", "python")
@@ -57,13 +59,7 @@ def _timed(cmd, env=None) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def _start_warm(sock: str) -> subprocess.Popen:
-    proc = subprocess.Popen([TFX_PYTHON, "-m", "retrain.warm_runtime", "--socket", sock], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    while warm.ping(sock) is None:
-        if proc.poll() is not None:
-            raise SystemExit("the warm TFX runtime exited")
-        time.sleep(0.5)
-    return proc
+    return spawn.start_warm_runtime(sock, TFX_PYTHON, cwd=REPO)
 
 
 def _task_starts(tmp: str, window: int, sock: str, n: int) -> tuple[list[float], list[float]]:

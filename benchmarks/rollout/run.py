@@ -126,7 +126,7 @@ def _serving_bench():
 def request_path(seconds: float, concurrency: int, rounds: int, log_rate: float = 0.1) -> dict:
     """Off, the split alone, the split with keyed logging at `log_rate` and at 1.0, in rounds,
     on two copies of the taxi model."""
-    from serving import model_config, versions
+    from serving.repository import model_config, versions
 
     bench = _serving_bench()
     workdir = os.path.join(REPO, "work", "bench-serving")

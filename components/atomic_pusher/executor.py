@@ -5,12 +5,12 @@ stock Pusher copies files straight into `<base>/<version>/`, so a poll can land 
 half-written SavedModel. Here the copy goes to a hidden staging directory on the same
 filesystem (`<base>/.staging-<version>-<pid>`, not numeric, so never loaded) and then
 one `os.rename` makes the complete version visible. Where signing is on, the staged
-version is signed (serving/signing.py) before that rename, so no version is ever visible
+version is signed (serving/repository/signing.py) before that rename, so no version is ever visible
 unsigned; the signature's digest and signer go on the PushedModel artifact.
 
 In canary rollout mode (custom_config `rollout.mode: canary`), what serves now is pinned
 as `stable` before the rename (so the new folder is not loaded as "latest"), and the new
-version is then labelled `canary` beside it (serving/versions.py `start_canary`); the
+version is then labelled `canary` beside it (serving/repository/versions.py `start_canary`); the
 first version of a model becomes `stable` directly. The rollout controller decides later.
 """
 
@@ -28,7 +28,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from serving import history, signing, versions
+from serving.repository import history, signing, versions
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ def served_version(serving_model_dir: str) -> Optional[tuple[int, dict]]:
     models.config serves (its `stable` label during a canary rollout, a pinned version after
     a rollback), else the newest under the model's serving folder; None if none was pushed
     by this pipeline."""
-    from serving import model_config, versions
+    from serving.repository import model_config, versions
 
     order = list(reversed(existing_versions(serving_model_dir)))
     root, name = os.path.split(os.path.abspath(serving_model_dir))

@@ -86,7 +86,7 @@ def _rows(predictions) -> np.ndarray:
 def _reference(saved_model_dir: str, signature: str, input_key: str, examples: list[bytes]) -> np.ndarray:
     import tensorflow as tf
 
-    from serving import tensors
+    from serving.server import tensors
 
     fn = tf.saved_model.load(saved_model_dir).signatures[signature]
     outputs = {k: v.numpy() for k, v in fn(**{input_key: tf.constant(examples)}).items()}
@@ -135,7 +135,7 @@ def run_check(
     shutil.copy(warmup, os.path.join(base, "1", "assets.extra", WARMUP_FILENAME))
     verify = []
     if sign_with is not None:  # signed as the Pusher signs; the server verifies before loading
-        from serving import signing
+        from serving.repository import signing
 
         report["signed"] = signing.sign_version(os.path.join(base, "1"), sign_with)
         public = os.path.join(out_dir, "trusted-key.pem")
@@ -216,7 +216,7 @@ def _grpc_check(port, model_name, signature, input_key, examples, expected, reas
         except grpc.RpcError as e:
             reasons.append(f"gRPC Predict failed: {e.code().name}: {e.details()}")
             return 0.0
-    from serving import tensors
+    from serving.server import tensors
 
     outputs = {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
     return float(np.abs(_rows(tensors.to_row_format(outputs)) - expected).max())
@@ -234,7 +234,7 @@ def _finish(out_dir: str, report: dict, reasons: list[str], log_path: str | None
 def run(model, examples, blessing, model_name: str, num_requests: int, max_latency_ms: float, split: str,
         signing_key: str, signing_workdir: str) -> None:
     """The node's work: the check of the candidate, its verdict on the InfraBlessing."""
-    from serving import signing
+    from serving.repository import signing
 
     files = sorted(glob.glob(os.path.join(examples.uri, f"Split-{split}", "*")))
     key = signing.resolve_key(signing_key or None, signing_workdir) if signing_workdir else None

@@ -1,7 +1,7 @@
 """ServingSkew: the requests the served model answers vs the data it was trained on.
 
 `retrain serve` (or any server with the same `logging_config`) logs a sample of requests as
-TF Serving `PredictionLog`s (serving/request_log.py). Each run, before training, this node
+TF Serving `PredictionLog`s (serving/server/request_log.py). Each run, before training, this node
 1. finds the model being served (the newest version under the serving folder, its
    `push_info.json`) and, through ML Metadata, the statistics of the newest span it was
    trained on (`components/resolvers/served_statistics.py`);

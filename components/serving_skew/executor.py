@@ -29,7 +29,7 @@ def serving_statistics(log_prefix: str, version: int, limit: int = 100_000):
     from tfx_bsl.coders import example_coder
 
     from components.data_gate import measures
-    from serving import request_log
+    from serving.server import request_log
 
     examples, requests = [], 0
     for log in request_log.read(log_prefix):

@@ -15,7 +15,7 @@ exported this way.
 Published as `<serving root>/<model>-tflite/<version>/{float,dynamic_range,int8}.tflite`
 (the pushed SavedModel's version number; TF Serving's watcher never looks there), with
 `export.json` (sizes, accuracies, bound, decisions) and, where signing is on, a signature
-over the folder (serving/signing.py), renamed into place whole.
+over the folder (serving/repository/signing.py), renamed into place whole.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def publish(out_dir: str, record: dict, target: str, sign_with=None) -> str | No
     with open(os.path.join(staging, EXPORT_FILE), "w", encoding="utf-8") as f:
         json.dump({**record, "published": passing}, f, indent=2, sort_keys=True)
     if sign_with is not None:
-        from serving import signing
+        from serving.repository import signing
 
         signing.sign_version(staging, sign_with)
     return files.replace_dir(staging, target, aside=old)
@@ -215,7 +215,7 @@ def run(model, examples: list, pushed_model, exports, signature: str, input_key:
         raw_input_key: str, variants: str, max_accuracy_drop: float, representative_examples: int,
         signing_key: str, signing_workdir: str) -> None:
     """The node's work: converts, scores and publishes the variants, records them on `exports`."""
-    from serving import signing
+    from serving.repository import signing
 
     version = pushed_model.get_string_custom_property("pushed_version")
     destination = pushed_model.get_string_custom_property("pushed_destination")

@@ -17,7 +17,8 @@ from airflow.sdk.exceptions import (
 
 from airflow_tfx.operators import TfxNodeOperator, _drop_empty_options, failure_for_exit_code
 from airflow_tfx.template import REPO
-from core import exit_codes, warm
+from core import exit_codes
+from task_host import client as warm
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_node.py")
 FAKE_MODULE = "tests.airflow_tfx.fake_node"
@@ -28,7 +29,7 @@ TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 def warm_socket(tmp_path_factory):
     """A warm TFX runtime (light preload: the protocol is what is tested here) that may run the fake."""
     sock = str(tmp_path_factory.mktemp("warm") / "tfx.sock")
-    proc = subprocess.Popen([TFX_PYTHON, "-m", "retrain.warm_runtime", "--socket", sock, "--preload", "core.results",
+    proc = subprocess.Popen([TFX_PYTHON, "-m", "task_host.warm_server", "--socket", sock, "--preload", "core.results",
                              "--modules", f"retrain.cli,{FAKE_MODULE}"], cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60

@@ -1,6 +1,6 @@
 """The pod execution mode by construction (no Kubernetes here): every task of the DAG is a
 KubernetesPodOperator with the image, command, environment, resources, volumes and secrets
-its node needs; a pod's answer (written by `retrain.in_pod`, run for real) maps to the same
+its node needs; a pod's answer (written by `task_host.pod`, run for real) maps to the same
 task state as the same command run as a local process."""
 
 import json
@@ -16,7 +16,7 @@ from airflow_tfx import pods
 from airflow_tfx.dag_factory import build_dag
 from airflow_tfx.operators import TfxNodeOperator
 from airflow_tfx.template import REPO
-from core import results
+from task_host import pod
 
 TEMPLATE = os.path.join(REPO, "dags", "compiled", "taxi.json")
 TFX_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
@@ -59,7 +59,7 @@ def test_every_task_is_a_pod_of_the_tfx_image(dag):
         assert isinstance(task, pods.TfxNodePodOperator), node["id"]
         pod, container = _container(task)
         assert container.image == "registry.example/retrain-tfx:1.16" and pod.metadata.namespace == "ml"
-        assert container.command == ["python", "-m", "retrain.in_pod", "--reply", "/airflow/xcom/return.json", "--"]
+        assert container.command == ["python", "-m", "task_host.pod", "--reply", "/airflow/xcom/return.json", "--"]
         assert container.args == ["node", "run", "--workdir", "/srv/retrain", "--pipeline", "taxi", "--run-id",
                                   "{{ run_id }}", "--node", node["id"]]
         assert pod.spec.service_account_name == "retrain"
@@ -154,9 +154,9 @@ class _TI:
 
 
 def _pod_reply(tmp_path, mode: str) -> dict:
-    """What a pod answers: `retrain.in_pod` run for real around the node stand-in."""
+    """What a pod answers: `task_host.pod` run for real around the node stand-in."""
     reply = tmp_path / f"{mode}.json"
-    proc = subprocess.run([TFX_PYTHON, "-m", "retrain.in_pod", "--reply", str(reply), "--module",
+    proc = subprocess.run([TFX_PYTHON, "-m", "task_host.pod", "--reply", str(reply), "--module",
                            "tests.airflow_tfx.fake_node", "--", mode, "node", "run"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr  # the container succeeds once it has answered
@@ -177,22 +177,22 @@ def test_a_pods_answer_maps_to_the_same_task_state_as_a_process(tmp_path, dag, m
                               entrypoint=[sys.executable, FAKE, mode])
     pod_task = dag.get_task("train.Trainer")
     pod_task.tfx_node_id = "Fake"
-    rc, lines, result = results.read_pod_reply(_pod_reply(tmp_path, mode))
+    rc, lines, result = pod.read_pod_reply(_pod_reply(tmp_path, mode))
     assert outcome(lambda ti: pod_task.finish({"ti": ti}, rc, lines, result)) == outcome(
         lambda ti: process.execute({"ti": ti}))
 
 
 def test_a_command_that_answers_bad_input_fails_without_retry(tmp_path, dag):
     reply = tmp_path / "reply.json"
-    subprocess.run([TFX_PYTHON, "-m", "retrain.in_pod", "--reply", str(reply), "--", "node", "run", "--workdir",
+    subprocess.run([TFX_PYTHON, "-m", "task_host.pod", "--reply", str(reply), "--", "node", "run", "--workdir",
                     str(tmp_path), "--pipeline", "taxi", "--run-id", "nope", "--node", "Trainer"], cwd=REPO,
                    check=True, capture_output=True, timeout=120)
-    rc, lines, result = results.read_pod_reply(json.loads(reply.read_text()))
+    rc, lines, result = pod.read_pod_reply(json.loads(reply.read_text()))
     assert rc == 2 and result is None
     with pytest.raises(AirflowFailException, match="bad input"):
         dag.get_task("prepare_run").finish({"ti": _TI()}, rc, lines, result)
     with pytest.raises(ValueError, match="not a retrain pod answer"):
-        results.read_pod_reply({"hello": 1})
+        pod.read_pod_reply({"hello": 1})
 
 
 def test_the_dockerfile_builds_the_runtime_from_the_lock_file():
@@ -216,6 +216,6 @@ def test_the_dockerfile_builds_the_runtime_from_the_lock_file():
     assert set(packages) <= set(copied), set(packages) - set(copied)
     assert {"schemas", "dags/compiled"} <= set(copied)  # configs' schemas, prepare_run's --expect
     # What the pods run exists in the image's packages.
-    assert os.path.exists(os.path.join(REPO, "retrain", "in_pod.py")) and pods.ENTRYPOINT[2] == "retrain.in_pod"
+    assert os.path.exists(os.path.join(REPO, "task_host", "pod.py")) and pods.ENTRYPOINT[2] == "task_host.pod"
     ignored = open(os.path.join(REPO, ".dockerignore")).read().split()
     assert {".venv", ".venv-airflow", "work", ".git"} <= set(ignored)

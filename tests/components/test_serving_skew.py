@@ -110,7 +110,7 @@ def test_served_version_reads_the_newest_push_info(tmp_path):
 
 
 def test_the_served_version_is_the_stable_one_under_a_canary_and_the_pinned_one_after_a_rollback(tmp_path):
-    from serving import model_config, versions
+    from serving.repository import model_config, versions
 
     base = tmp_path / "taxi"
     for v, artifact in ((100, 7), (200, 9)):

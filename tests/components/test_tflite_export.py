@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from components.tflite_export import executor as tflite
-from serving import signing
+from serving.repository import signing
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ import urllib.parse
 import pytest
 
 from airflow_tfx.template import REPO
-from core import layout, warm
+from core import layout
+from task_host import client as warm
 from tests import smtp_inbox
 from tests.dags import ui
 

@@ -12,7 +12,7 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from core import spans
-from serving import signing
+from serving.repository import signing
 from tests.conftest import DIGITS_DATA, run_retrain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

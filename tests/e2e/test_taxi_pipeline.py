@@ -22,8 +22,8 @@ from ml_metadata.proto import metadata_store_pb2
 
 from core import layout, sbom, spans
 from runner import preflight
-from serving import history as serving_history
-from serving import signing
+from serving.repository import history as serving_history
+from serving.repository import signing
 from tests import corpus
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
 from tests.serving import traffic
@@ -393,7 +393,7 @@ def test_a_canary_of_the_pushed_model_is_promoted_and_a_degraded_one_rolled_back
 
     from rollout import simulate
     from runner import rollout_demo, rollout_traffic
-    from serving import versions as serving_versions
+    from serving.repository import versions as serving_versions
 
     assert first_run["code"] == 0, first_run["stderr"][-2000:]
     work = str(tmp_path / "work")

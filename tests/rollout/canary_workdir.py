@@ -5,7 +5,7 @@ themselves (the Airflow suite runs this in the TFX runtime):
 
 Writes two scorer versions (stable w = 2, canary w = --canary-weight), labels them in
 models.config with a 50% split, logs `--requests` keyed requests answered by each version as
-the split would route them (serving/routing.py), and writes their true labels as feedback.
+the split would route them (serving/server/routing.py), and writes their true labels as feedback.
 """
 
 import argparse
@@ -21,7 +21,8 @@ from tensorflow_serving.config import logging_config_pb2
 
 from core import layout
 from rollout import feedback
-from serving import model_config, request_log, routing, versions
+from serving.repository import model_config, versions
+from serving.server import request_log, routing
 from tests.rollout import toy_scorer
 
 

@@ -5,7 +5,7 @@ import os
 
 from core import layout
 from retrain import cli
-from serving import history, versions
+from serving.repository import history, versions
 from tests.rollout import canary_workdir
 
 

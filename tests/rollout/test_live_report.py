@@ -7,7 +7,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from governance import html, record
 from rollout import controller
-from serving import versions
+from serving.repository import versions
 from tests.rollout.test_versions import _version
 
 

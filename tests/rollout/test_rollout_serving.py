@@ -12,8 +12,9 @@ import pytest
 from core import layout, tasks
 from rollout import controller, simulate
 from rollout.settings import RolloutSettings
-from serving import history, model_config, request_log, versions
-from serving.manager import ModelManager
+from serving.repository import history, model_config, versions
+from serving.server import request_log
+from serving.server.manager import ModelManager
 from tests.rollout import toy_scorer
 from tests.serving.conftest import Server
 

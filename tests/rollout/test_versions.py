@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from serving import history, model_config, versions
 from serving.errors import FailedPrecondition, InvalidArgument
+from serving.repository import history, model_config, versions
 
 
 def _version(base, v):

@@ -1,4 +1,4 @@
-"""gRPC's front-end processes (serving/grpc_front.py) under faults: one killed is replaced
+"""gRPC's front-end processes (serving/server/grpc_front.py) under faults: one killed is replaced
 on the same port while the model process and REST go on; the model process killed takes its
 front ends with it (nothing left holding the port); a taken port is a clear error."""
 
@@ -32,9 +32,9 @@ def _rest_predict(url: str, x: float) -> list:
 
 
 def _front_ends(pid: int) -> list[int]:
-    """The model process's children running serving.grpc_front."""
+    """The model process's children running serving.server.grpc_front."""
     out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return sorted(int(line.split()[0]) for line in out.splitlines() if "serving.grpc_front" in line)
+    return sorted(int(line.split()[0]) for line in out.splitlines() if "serving.server.grpc_front" in line)
 
 
 def _until(check, seconds: float, what: str):

@@ -16,9 +16,10 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from serving import model_config, request_log
 from serving.errors import InvalidArgument
-from serving.manager import ModelManager
+from serving.repository import model_config
+from serving.server import request_log
+from serving.server.manager import ModelManager
 from tests.serving.toy_model import example, rest_body
 
 REQUESTS_PER_CLIENT = 60

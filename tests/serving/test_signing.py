@@ -1,4 +1,4 @@
-"""Signed model versions (serving/signing.py): a signed push verifies; a changed byte in
+"""Signed model versions (serving/repository/signing.py): a signed push verifies; a changed byte in
 variables/, an added file, a missing signature and an untrusted signer are each refused by
 `retrain verify` and by `retrain serve --require-signed`, while the previous version keeps
 serving."""
@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from components.atomic_pusher.executor import atomic_copy_dir
-from serving import signing
+from serving.repository import signing
 from tests.conftest import retrain_cli
 from tests.serving import toy_model
 from tests.serving.test_versions import predict, status, wait_for

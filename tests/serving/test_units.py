@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving import frames, model_config, tensors
-from serving import manager as manager_lib
-from serving.batching import Batcher, BatchOptions, derived
 from serving.errors import InvalidArgument, NotFound
-from serving.layout import discover
-from serving.manager import ModelManager
+from serving.repository import model_config
+from serving.repository.layout import discover
+from serving.server import frames, tensors
+from serving.server import manager as manager_lib
+from serving.server.batching import Batcher, BatchOptions, derived
+from serving.server.manager import ModelManager
 from tests.conftest import REPO
 from tests.serving import toy_model
 
@@ -235,7 +236,7 @@ def test_frames_survive_any_chunking():
 def test_grpcs_error_for_an_answer_after_the_deadline_becomes_one_info_line():
     import logging
 
-    from serving.grpc_front import _LateAnswer
+    from serving.server.grpc_front import _LateAnswer
 
     try:
         raise RuntimeError("Failed execute_batch")
@@ -453,9 +454,9 @@ def test_a_broken_version_is_not_served_and_the_good_one_stays(builds, tmp_path)
 
 
 def test_thread_pools_are_set_before_anything_runs_and_refused_after():
-    from serving.server import ServerOptions, configure_tensorflow
+    from serving.server.model_server import ServerOptions, configure_tensorflow
 
-    code = ("from serving.server import ServerOptions, configure_tensorflow; import tensorflow as tf; "
+    code = ("from serving.server.model_server import ServerOptions, configure_tensorflow; import tensorflow as tf; "
             "print(configure_tensorflow(ServerOptions(intra_op_threads=1, inter_op_threads=3)), "
             "tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threading.get_inter_op_parallelism_threads(), "
             "float(tf.reduce_sum(tf.ones([4]))))")

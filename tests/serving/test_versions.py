@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from components.atomic_pusher.executor import atomic_copy_dir
-from serving import history, model_config, versions
+from serving.repository import history, model_config, versions
 from tests.conftest import REPO
 from tests.serving import toy_model
 from tests.serving.toy_model import example

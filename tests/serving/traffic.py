@@ -6,7 +6,7 @@ from tensorflow_serving.apis import classification_pb2, model_pb2
 from tensorflow_serving.config import logging_config_pb2
 
 from runner import preflight
-from serving import request_log
+from serving.server import request_log
 
 
 def example(row: dict, types: dict, label: str) -> tf.train.Example:

@@ -31,10 +31,10 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from serving import api, batching, frames, request_log, routing, tensors
 from serving.errors import InvalidArgument, ServingError, Unavailable
-from serving.manager import ModelManager
-from serving.metrics import Metrics
+from serving.server import api, batching, frames, request_log, routing, tensors
+from serving.server.manager import ModelManager
+from serving.server.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def _spec(request):
 
 class _Key:
     """A call's request key, worked out only if a split or a request log asks for it: the
-    client's x-request-id, else the SHA-256 of the serialized request (serving/routing.py)."""
+    client's x-request-id, else the SHA-256 of the serialized request (serving/server/routing.py)."""
 
     __slots__ = ("_given", "_body", "_value")
 
@@ -317,7 +317,7 @@ class GrpcServer:
 
     def _launch(self, port: int) -> int:
         """Starts one front end, waits until it listens, and serves its calls; returns its port."""
-        command = [sys.executable, "-m", "serving.grpc_front", "--core", self._socket_path, "--host", self._host,
+        command = [sys.executable, "-m", "serving.server.grpc_front", "--core", self._socket_path, "--host", self._host,
                    "--port", str(port), "--max-message-bytes", str(self._max_message_bytes)]
         if self._processes > 1:
             command.append("--reuse-port")

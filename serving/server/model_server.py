@@ -1,5 +1,5 @@
 """The local model server: the model manager and REST in one process, gRPC in front-end
-processes it starts (serving/grpc_service.py).
+processes it starts (serving/server/grpc_service.py).
 
 `python -m serving` and `retrain serve` run it; the pre-push check and the tests start it as a subprocess. Ports
 0 pick free ones; `--port-file` receives the chosen ports once the first poll has loaded
@@ -16,13 +16,14 @@ import signal
 import threading
 
 from core import files
-from serving import grpc_service, model_config
-from serving.batching import BatchOptions
 from serving.errors import InvalidArgument
-from serving.manager import ModelManager
-from serving.metrics import Metrics
-from serving.request_log import LogLimits
-from serving.rest import DEFAULT_MAX_BODY_BYTES, RestServer
+from serving.repository import model_config
+from serving.server import grpc_service
+from serving.server.batching import BatchOptions
+from serving.server.manager import ModelManager
+from serving.server.metrics import Metrics
+from serving.server.request_log import LogLimits
+from serving.server.rest import DEFAULT_MAX_BODY_BYTES, RestServer
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class ServerOptions:
     # TF Serving's --tensorflow_{intra,inter}_op_parallelism; 0 lets TensorFlow pick (one per core).
     intra_op_threads: int = 0
     inter_op_threads: int = 0
-    # gRPC front-end processes (serving/grpc_front.py); more than one share the port.
+    # gRPC front-end processes (serving/server/grpc_front.py); more than one share the port.
     grpc_processes: int = 1
 
 

@@ -15,11 +15,11 @@ from typing import Any
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
-from serving import api, tensors
 from serving.errors import InvalidArgument, ResourceExhausted, ServingError
-from serving.manager import ModelManager
-from serving.metrics import Metrics
-from serving.routing import HEADER, request_key
+from serving.server import api, tensors
+from serving.server.manager import ModelManager
+from serving.server.metrics import Metrics
+from serving.server.routing import HEADER, request_key
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The warm TFX runtime: TensorFlow, TFX, Beam, TFDV, TFMA and the project imported once;
-every `retrain ...` command a client sends runs in a fresh forked child (protocol: core/warm.py).
+every `retrain ...` command a client sends runs in a fresh forked child (protocol: task_host/protocol.py).
 
-    python -m retrain.warm_runtime --socket PATH     serve (the Airflow scripts start one per host)
-    python -m retrain.warm_runtime --socket PATH --ping
+    python -m task_host.warm_server --socket PATH     serve (the Airflow scripts start one per host)
+    python -m task_host.warm_server --socket PATH --ping
 
 Per request the server forks a *monitor*, which forks the *command* (new session: its own
 process group, which the client may kill), hands the client the command's pid, waits for
@@ -10,7 +10,7 @@ it and sends its exit code. A command that crashes or is killed takes down only 
 client that disconnects takes its command down with it. The server itself only imports,
 accepts and forks, so it holds no state a command could corrupt.
 
-Fork safety, as measured here (tests/retrain/test_warm_runtime.py): after the imports the
+Fork safety, as measured here (tests/task_host/test_warm_server.py): after the imports the
 server has Python's main thread plus native threads started at import by Arrow's jemalloc
 (`jemalloc_bg_thd`, which re-initialises itself in a child via pthread_atfork) and by
 TensorFlow/Arrow's pools (idle; their libraries register fork handlers). Nothing is run
@@ -35,7 +35,8 @@ import threading
 import time
 import traceback
 
-from core import source_hash, warm
+from core import source_hash
+from task_host import client, protocol
 
 # What a node run imports: the launcher (TFX, TF, TFMA through input resolution), the
 # executors of the standard components and of ours, the libraries they load lazily.
@@ -47,11 +48,12 @@ PRELOAD = (
     "tensorflow_transform.beam", "tensorflow_data_validation", "tensorflow_model_analysis",
     "components.evaluator.executor", "components.trainer.executor", "components.atomic_pusher.executor",
     "components.example_gen.executor",
-    "components.data_gate.component", "components.serving_skew.executor", "components.serving_check.executor", "serving.request_log", "grpc",
+    "components.data_gate.component", "components.serving_skew.executor", "components.serving_check.executor",
+    "serving.server.request_log", "grpc",
 )
 CLI_MODULE = "retrain.cli"
 _KILL_GRACE_S = 10.0
-log = logging.getLogger("retrain.warm_runtime")
+log = logging.getLogger("task_host.warm_server")
 
 
 def native_threads() -> list[str]:
@@ -94,10 +96,9 @@ def _run_command(request: dict, out_fd: int, err_fd: int, started_fd: int) -> No
         os.environ.update(request["import_env"])  # what importing would have set in a cold process
         os.chdir(request["cwd"])
         if request["module"] == CLI_MODULE:
-            from retrain import cli
-
+            # By name, as PRELOAD: the host runs the CLI's commands, it does not depend on them.
             sys.argv = ["retrain", *request["argv"]]
-            cli.entry_point(request["argv"])  # exits the process with the command's code
+            importlib.import_module(CLI_MODULE).entry_point(request["argv"])  # exits with the command's code
         sys.argv = [request["module"], *request["argv"]]
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
@@ -129,13 +130,13 @@ def _monitor(conn: socket.socket, request: dict, out_fd: int, err_fd: int) -> No
         os.close(started_r)
         stopping: list[bool] = []
         signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-        warm.send_frame(conn, {"pid": pid})
+        protocol.send_frame(conn, {"pid": pid})
         client_gone, killed_at = False, None
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 if not client_gone:
-                    warm.send_frame(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                    protocol.send_frame(conn, {"exit": os.waitstatus_to_exitcode(status)})
                 break
             if client_gone:
                 time.sleep(0.2)
@@ -194,7 +195,7 @@ class Server:
         if len(self.socket_path.encode()) > 107:
             raise SystemExit(f"warm runtime: socket path over 107 bytes (a Unix socket limit): {self.socket_path}")
         if os.path.exists(self.socket_path):
-            if warm.ping(self.socket_path) is not None:
+            if client.ping(self.socket_path) is not None:
                 log.info("a warm runtime already answers at %s", self.socket_path)
                 return None
             os.unlink(self.socket_path)  # left by a server that died
@@ -221,7 +222,7 @@ class Server:
             return "the project's code changed since this warm runtime imported it (it restarts)"
         if os.path.abspath(request.get("python", "")) != os.path.abspath(sys.executable):
             return f"interpreter {request.get('python')!r} is not this runtime's ({sys.executable})"
-        differ = warm.env_difference(self.env, request.get("env", {}))
+        differ = protocol.env_difference(self.env, request.get("env", {}))
         if differ:
             return f"import-time environment differs from this runtime's: {', '.join(differ)}"
         if request.get("module") not in self.modules:
@@ -236,19 +237,19 @@ class Server:
         try:
             conn.settimeout(10.0)
             if conn.recv(1, socket.MSG_PEEK) != b"F":  # not a command (which starts with its pipe): a ping
-                message = warm.recv_frame(conn) or {}
+                message = protocol.recv_frame(conn) or {}
                 if message.get("ping"):
-                    warm.send_frame(conn, {"fingerprint": self.fingerprint, "pid": os.getpid(),
+                    protocol.send_frame(conn, {"fingerprint": self.fingerprint, "pid": os.getpid(),
                                            "ready_s": round(self.ready_s, 2), "served": self.served,
                                            "threads": native_threads(),
                                            "python_threads": [t.name for t in threading.enumerate()]})
                 return True
-            out_fd, err_fd = warm.recv_fds(conn)
+            out_fd, err_fd = protocol.recv_fds(conn)
             fds = {out_fd, err_fd}
-            request = warm.recv_frame(conn) or {}
+            request = protocol.recv_frame(conn) or {}
             refused = self.refusal(request)
             if refused:
-                warm.send_frame(conn, {"refused": refused})
+                protocol.send_frame(conn, {"refused": refused})
                 log.warning("refused %s: %s", request.get("argv"), refused)
                 return source_hash.runtime_fingerprint() == self.fingerprint
             sys.stdout.flush()
@@ -259,7 +260,7 @@ class Server:
             self.served += 1
             log.info("started %s", " ".join(request["argv"]))
             return True
-        except (OSError, warm.ProtocolError, ValueError) as e:
+        except (OSError, protocol.ProtocolError, ValueError) as e:
             log.warning("bad request: %s", e)
             return True
         finally:
@@ -268,7 +269,7 @@ class Server:
             conn.close()
 
     def serve(self) -> int:
-        if warm.ping(self.socket_path) is not None:  # before ~15 s of imports, not after
+        if client.ping(self.socket_path) is not None:  # before ~15 s of imports, not after
             log.info("a warm runtime already answers at %s", self.socket_path)
             return 0
         self.load()
@@ -290,7 +291,7 @@ class Server:
                     log.warning("the project's code changed: restarting to import it afresh")
                     listener.close()
                     os.unlink(self.socket_path)
-                    os.execv(sys.executable, [sys.executable, "-m", "retrain.warm_runtime", *self.argv()])
+                    os.execv(sys.executable, [sys.executable, "-m", "task_host.warm_server", *self.argv()])
         except InterruptedError:
             pass
         finally:
@@ -312,16 +313,16 @@ def _reap() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m retrain.warm_runtime", description=__doc__.split("\n")[0])
-    p.add_argument("--socket", default=os.environ.get(warm.SOCKET_ENV), required=warm.SOCKET_ENV not in os.environ,
-                   help=f"Unix socket path (default: ${warm.SOCKET_ENV})")
+    p = argparse.ArgumentParser(prog="python -m task_host.warm_server", description=__doc__.split("\n")[0])
+    p.add_argument("--socket", default=os.environ.get(protocol.SOCKET_ENV), required=protocol.SOCKET_ENV not in os.environ,
+                   help=f"Unix socket path (default: ${protocol.SOCKET_ENV})")
     p.add_argument("--ping", action="store_true", help="print the running server's state; exit 1 if none answers")
     p.add_argument("--preload", help="comma-separated modules to import instead of the node runner's set")
     p.add_argument("--modules", default=CLI_MODULE,
                    help=f"comma-separated modules clients may run with -m (default {CLI_MODULE})")
     args = p.parse_args(argv)
     if args.ping:
-        state = warm.ping(args.socket)
+        state = client.ping(args.socket)
         print(state if state else f"no warm runtime answers at {args.socket}")
         return 0 if state else 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s warm-runtime %(levelname)s %(message)s",

@@ -15,7 +15,7 @@ from tensorflow_serving.apis import (
 )
 
 from serving.errors import FailedPrecondition, InvalidArgument
-from serving.manager import DEFAULT_SIGNATURE, ModelManager, Servable
+from serving.server.manager import DEFAULT_SIGNATURE, ModelManager, Servable
 
 
 def model_status(manager: ModelManager, name: str, version=None, label=None) -> get_model_status_pb2.GetModelStatusResponse:

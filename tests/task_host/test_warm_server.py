@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 import yaml
 
-from core import run_folder, source_hash, spans, warm
+from core import run_folder, source_hash, spans
+from task_host import client as warm
+from task_host import spawn
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
 
 PYTHON = sys.executable
@@ -26,15 +28,7 @@ TEMPLATE = os.path.join(REPO, "dags", "compiled", "taxi.json")
 
 def _start_server(sock: str, *args: str, env: dict | None = None, cwd: str = REPO,
                   log: str | None = None) -> subprocess.Popen:
-    out = open(log or os.devnull, "w")
-    proc = subprocess.Popen([PYTHON, "-m", "retrain.warm_runtime", "--socket", sock, *args], cwd=cwd,
-                            env=env or os.environ.copy(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while warm.ping(sock) is None:
-        assert proc.poll() is None, open(log).read()[-3000:] if log else "warm runtime exited"
-        assert time.monotonic() < deadline, "warm runtime not ready in 180 s"
-        time.sleep(0.5)
-    return proc
+    return spawn.start_warm_runtime(sock, PYTHON, args, env=env, cwd=cwd, log=log, timeout_s=180)
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -22,12 +22,13 @@ from google.protobuf import text_format
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from serving import batching, model_config, request_log, signing, versions
-from serving.batching import Batcher, BatchOptions
 from serving.errors import InvalidArgument, NotFound, ServingError
-from serving.layout import discover
-from serving.metrics import Metrics
-from serving.routing import to_canary
+from serving.repository import model_config, signing, versions
+from serving.repository.layout import discover
+from serving.server import batching, request_log
+from serving.server.batching import Batcher, BatchOptions
+from serving.server.metrics import Metrics
+from serving.server.routing import to_canary
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class ModelManager:
         trusted_keys: tuple[str, ...] = (),
     ):
         """`trusted_keys`: where given, a version loads only if its signature verifies with
-        one of these public keys and its files are the signed ones (serving/signing.py);
+        one of these public keys and its files are the signed ones (serving/repository/signing.py);
         a refused version is tried again when it or its signature changes.
 
         Raises InvalidArgument: a model's logging_config is not one this server can write."""

@@ -14,7 +14,7 @@ It stops when the model process says so (the calls in flight get a grace period)
 away (its socket closes). SIGINT and SIGTERM are the model process's to handle: it stops
 its front ends itself, so a signal to the whole process group cannot outrun it.
 
-  python -m serving.grpc_front --core SOCKET --host HOST --port PORT [--reuse-port]
+  python -m serving.server.grpc_front --core SOCKET --host HOST --port PORT [--reuse-port]
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import grpc
 import uvloop
 
 from core import logs
-from serving import frames
+from serving.server import frames
 
-logger = logging.getLogger("serving.grpc_front")
+logger = logging.getLogger("serving.server.grpc_front")
 
 
 class _Core(asyncio.Protocol):
@@ -165,7 +165,7 @@ async def _serve(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m serving.grpc_front", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m serving.server.grpc_front", description=__doc__.split("\n")[0])
     p.add_argument("--core", required=True, help="the model process's Unix socket")
     p.add_argument("--host", required=True)
     p.add_argument("--port", type=int, required=True, help="0 picks a free port (sent back in HELLO)")

@@ -83,10 +83,10 @@ def serve(args: argparse.Namespace, config, config_path: str | None = None, prog
     Raises:
       serving.errors.ServingError, OSError: the server cannot start (a port, a config).
     """
-    from serving.batching import BatchOptions
-    from serving.request_log import LogLimits
-    from serving.server import LocalModelServer, ServerOptions
-    from serving.signing import SigningKeyError
+    from serving.repository.signing import SigningKeyError
+    from serving.server.batching import BatchOptions
+    from serving.server.model_server import LocalModelServer, ServerOptions
+    from serving.server.request_log import LogLimits
 
     if args.require_signed and not args.trusted_key:
         raise SigningKeyError("--require-signed needs at least one --trusted-key")
@@ -121,8 +121,8 @@ def model_config_from_args(args: argparse.Namespace):
     Raises:
       serving.errors.InvalidArgument: neither, or a name without a path.
     """
-    from serving import model_config
     from serving.errors import InvalidArgument
+    from serving.repository import model_config
 
     if args.model_base_path:
         if not args.model_name:

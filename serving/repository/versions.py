@@ -16,9 +16,9 @@ import shutil
 import time
 
 from core import files
-from serving import history, model_config
 from serving.errors import FailedPrecondition, InvalidArgument
-from serving.layout import discover
+from serving.repository import history, model_config
+from serving.repository.layout import discover
 
 CONFIG_FILENAME = "models.config"
 ROLLOUT_FILENAME = "rollout.json"
