@@ -26,7 +26,7 @@ PYTHON310 ?= $(shell for p in python3.10 $$HOME/.pyenv/versions/3.10*/bin/python
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 
 .PHONY: help venv airflow-venv compile demo rollout-demo run-local test test-tfx test-tfx-lane2 test-lane2 test-airflow airflow airflow-stop \
-	airflow-cluster airflow-cluster-stop services services-stop lock clean
+	airflow-cluster airflow-cluster-stop services services-stop lock clean docs docs-venv
 
 help:
 	@echo "make demo          set up what is missing, then run the taxi DAG once through Airflow on the embedded data"
@@ -118,7 +118,7 @@ services-stop:
 # Their lines are prefixed [tfx] / [airflow].
 # The database servers (MariaDB for ML Metadata, PostgreSQL and Redis for the Airflow
 # cluster) start first and stop after, whatever the result.
-test: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
+test: venv airflow-venv docs-venv $(TEMPLATES) /usr/bin/chromium
 	scripts/services.sh start
 	$(MAKE) --no-print-directory -j2 test-tfx test-lane2; rc=$$?; scripts/services.sh stop; exit $$rc
 
@@ -155,3 +155,21 @@ lock: | $(UV)
 
 clean:
 	rm -rf $(VENV) $(AF_VENV) $(TOOLS) $(WORKDIR) .airflow .pytest_cache
+
+# The docs site (mkdocs, Material theme) in its own small environment: the reference pages
+# are generated from the code first (scripts/docs_reference.py: the CLI's parser, the typed
+# config), then the site is built in strict mode, so a broken link or page fails the build.
+DOCS_VENV := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.synced
+
+$(DOCS_STAMP): requirements/docs.lock | $(UV)
+	@[ -x $(DOCS_VENV)/bin/python ] || $(UV) venv --quiet --python python3 $(DOCS_VENV)
+	VIRTUAL_ENV=$(DOCS_VENV) $(UV) pip sync --quiet requirements/docs.lock
+	@touch $(DOCS_STAMP)
+
+docs-venv: $(DOCS_STAMP)
+
+docs: venv docs-venv
+	$(VENV)/bin/python scripts/docs_reference.py docs/reference
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict 2>&1 | { grep -v "^INFO" || true; }
+	@echo "docs: site/index.html"

@@ -105,7 +105,7 @@ def measure(workdir: str, model: str, task: str, settings: RolloutSettings, now:
     state = versions.rollout_state(base)
     if state is None:
         return None
-    from serving import request_log  # TensorFlow: request logs are TFRecords of TF protos
+    from serving.server import request_log  # TensorFlow: request logs are TFRecords of TF protos
 
     stable, canary = int(state["stable"]), int(state["canary"])
     metric = settings.metric_for(task)

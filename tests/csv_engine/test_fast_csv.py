@@ -18,8 +18,9 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
+from components.example_gen import executor
 from components.example_gen.settings import IngestSettings
-from csv_engine import csv_encoding, executor, fast_csv
+from csv_engine import csv_encoding, fast_csv
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
