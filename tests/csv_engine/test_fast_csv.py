@@ -22,7 +22,7 @@ from components.example_gen import executor
 from components.example_gen.settings import IngestSettings
 from csv_engine import csv_encoding, fast_csv
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HEADER = "id,price,count,name,note,empty,mixed,big\n"
 # Each row exercises something: Python's int()/float() (whitespace, signs, underscores,
