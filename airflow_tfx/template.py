@@ -11,11 +11,11 @@ import json
 import os
 from typing import Any
 
-from core import source_hash
+from core import project, source_hash
 from core.errors import BadInput
 from core.files import write_text
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = project.ROOT
 # The code that decides a pipeline's nodes and edges (and the node ids and resource classes).
 _FINGERPRINTED = ("pipelines", "components", "core/nodes.py")
 _FINGERPRINTED_SUFFIXES = (".py", ".yaml")

@@ -11,7 +11,9 @@ import hashlib
 import os
 from collections.abc import Iterable
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from core import project
+
+REPO = project.ROOT
 # The packages the TFX runtime imports (airflow_tfx and dags run in Airflow, not there).
 RUNTIME_PACKAGES = ("core", "runner", "retrain", "pipelines", "components", "csv_engine", "trainer_toolkit", "serving",
                     "governance", "rollout", "task_host")

@@ -6,7 +6,9 @@ import argparse
 import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from core import project
+
+REPO = project.ROOT
 DEFAULT_CONFIG = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
 _OVERRIDABLE = ("window_spans", "eval_steps")
 # One training budget: the one given on the command line replaces the config's.

@@ -26,9 +26,9 @@ import subprocess
 import sys
 import time
 
-from core import layout, spans
+from core import layout, project, spans
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = project.ROOT
 CONFIG = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
 
 

@@ -21,9 +21,9 @@ import os
 import shutil
 from collections.abc import Callable
 
-from core import spans
+from core import project, spans
 
-DEFAULT_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "taxi")
+DEFAULT_SOURCE = project.path("data", "taxi")
 _CHUNK_ROWS = 500_000
 _MONEY = ("fare", "tips")
 _TRIP = ("trip_miles", "trip_seconds")

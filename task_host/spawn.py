@@ -17,9 +17,10 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from core import project
 from task_host import client
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = project.ROOT
 
 
 class NotReady(RuntimeError):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from core import source_hash
+from core import project, source_hash
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = project.ROOT
 _CODE_DIRS = ("pipelines", "components", "serving", "retrain")
 
 

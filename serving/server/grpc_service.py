@@ -31,6 +31,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from core import project
 from serving.errors import InvalidArgument, ServingError, Unavailable
 from serving.server import api, batching, frames, request_log, routing, tensors
 from serving.server.manager import ModelManager
@@ -39,7 +40,6 @@ from serving.server.metrics import Metrics
 logger = logging.getLogger(__name__)
 
 # The folder holding the `serving` and `core` packages, for the front ends' sys.path.
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _spec(request):
@@ -321,7 +321,7 @@ class GrpcServer:
                    "--port", str(port), "--max-message-bytes", str(self._max_message_bytes)]
         if self._processes > 1:
             command.append("--reuse-port")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (project.ROOT, os.environ.get("PYTHONPATH")) if p))
         with self._lock:
             if self._stopping:
                 raise Unavailable("the server is stopping")
