@@ -9,6 +9,8 @@ so this module must be imported before anything imports TensorFlow.
 import os
 import sys
 
+from core import noise
+
 LEGACY_KERAS_VAR = "TF_USE_LEGACY_KERAS"
 
 
@@ -33,6 +35,8 @@ def ensure_legacy_keras() -> None:
 
 
 ensure_legacy_keras()
+# Library noise a user cannot act on (core/noise.py), before the libraries print it.
+noise.quiet_third_party()
 
 
 # Packages whose code is written for graph mode, like `tensorflow` and `keras`, which

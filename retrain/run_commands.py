@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import sys
-import warnings
 
 from core import exit_codes, layout, logs
 from core import outcome as outcomes
@@ -162,8 +161,7 @@ def cmd_node_run(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    # Library import chatter (Google client deprecation notes, TF warnings) is not the summary.
-    warnings.simplefilter("ignore", FutureWarning)
+    # TensorFlow's warnings are not the summary (library noise is filtered in core/noise.py).
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     from core import run_folder
     from runner import runs
