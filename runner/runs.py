@@ -25,6 +25,7 @@ from pipelines import config as config_lib
 from pipelines.config import PipelineConfig
 from runner import preflight
 from serving.repository import signing
+from task_host import proctitle
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +285,8 @@ def run_one_node(folder: str, node_id: str) -> NodeResult:
     if node_id not in known:
         raise UnknownNode(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(known)}")
     info = run_folder.read_info(folder)
+    # `ps` and `top` name the node and run, whichever host forked or started this process.
+    proctitle.set_title(proctitle.node_title(ir.pipeline_info.id, node_id, str(info.get("run_id", ""))))
     if node_id != nodes.MODEL_RESOLVER:  # the model phase's order is the orchestrator's (Airflow: by DAG runs)
         wait_before_node(info, node_id, logger.info)
     start = time.monotonic()

@@ -36,7 +36,7 @@ import time
 import traceback
 
 from core import source_hash
-from task_host import client, protocol
+from task_host import client, proctitle, protocol
 
 # What a node run imports: the launcher (TFX, TF, TFMA through input resolution), the
 # executors of the standard components and of ours, the libraries they load lazily.
@@ -95,6 +95,9 @@ def _run_command(request: dict, out_fd: int, err_fd: int, started_fd: int) -> No
         os.environ.update(request["env"])
         os.environ.update(request["import_env"])  # what importing would have set in a cold process
         os.chdir(request["cwd"])
+        # Not the server's command line in `ps`: the command's own (a node names itself more precisely).
+        proctitle.set_title(proctitle.command_title("retrain", request["argv"]) if request["module"] == CLI_MODULE
+                            else proctitle.command_title(f"python -m {request['module']}", request["argv"]))
         if request["module"] == CLI_MODULE:
             # By name, as PRELOAD: the host runs the CLI's commands, it does not depend on them.
             sys.argv = ["retrain", *request["argv"]]
@@ -117,6 +120,7 @@ def _run_command(request: dict, out_fd: int, err_fd: int, started_fd: int) -> No
 def _monitor(conn: socket.socket, request: dict, out_fd: int, err_fd: int) -> None:
     """In the monitor child: runs the command, reports its pid and exit code. Never returns."""
     try:
+        proctitle.set_title(proctitle.command_title("retrain-warm monitor", request["argv"]))
         started_r, started_w = os.pipe()
         pid = os.fork()
         if pid == 0:

@@ -280,6 +280,25 @@ def test_stdout_and_stderr_apart_as_subprocess_gives_them(server, tmp_path):
     assert slow.wait(timeout=30) == -signal.SIGKILL
 
 
+def test_a_forked_command_names_itself_in_ps_not_the_server(server, tmp_path):
+    proc = warm.start([PYTHON, "-m", "retrain.cli", "serve", "--model-name", "titled", "--model-base-path", str(tmp_path),
+                       "--rest-port", "0", "--grpc-port", "0"], dict(os.environ), REPO, socket_path=server["socket"],
+                      separate_stderr=True)
+    assert proc is not None
+    try:
+        def cmdline() -> str:
+            with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+                return f.read().replace(b"\0", b" ").decode().strip()
+
+        with open(f"/proc/{server['proc'].pid}/cmdline", "rb") as f:
+            assert b"task_host.warm_server" in f.read()  # the server keeps its own
+        assert cmdline().startswith("retrain: serve --model-name titled"), cmdline()
+        assert "warm_server" not in cmdline()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
 def test_refuses_other_code_another_interpreter_and_another_import_time_environment(server):
     proc, said = _warm(server, "spans", env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"})
     assert proc is None and "TF_ENABLE_ONEDNN_OPTS" in said[0]
