@@ -50,6 +50,9 @@ def cmd_new(args: argparse.Namespace) -> int:
                           + (", derived: " + ", ".join(f"{c} ({k})" for c, k in found["derived"].items())
                              if found["derived"] else "")
                           if found else "none found (span_consistency is left for you to declare)"))
+    advice = plan.eval_size.advice()
+    if advice:
+        say(f"warning: {advice}")
     written = scaffold.write(plan, compile_template, progress=say)
     for rel in written:
         sys.stdout.write(f"wrote {rel}\n")

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from core import files, spans, tasks
 from core.errors import BadInput
+from pipelines.config import PipelineConfig
 from runner import preflight
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -38,6 +39,12 @@ MAX_CLASSES = 100
 AUTO_CLASSES = 20
 WINDOW = 6
 EPOCHS = 20
+# The eval split's share of rows: 1 of ExampleGen's 4 hash buckets (pipelines/factory.py: 3 train, 1 eval).
+EVAL_SHARE = 0.25
+# The Evaluator judges no candidate on fewer eval examples than min_eval_examples (this by default).
+DEFAULT_MIN_EVAL = PipelineConfig.__dataclass_fields__["min_eval_examples"].default
+# The lowest min_eval_examples a generated config sets.
+MIN_EVAL_FLOOR = 10
 
 
 class NewPipelineError(BadInput):
@@ -79,6 +86,45 @@ class Plan:
     @property
     def window(self) -> int:
         return min(WINDOW, len(self.span_numbers))
+
+    @property
+    def eval_size(self) -> EvalSize:
+        """How many eval examples a run over a full window should hold, and what that means
+        for `min_eval_examples` (the Evaluator does not judge below it)."""
+        window_rows = self.rows * self.window / len(self.span_numbers)
+        expected = int(window_rows * EVAL_SHARE)
+        # ExampleGen's hash split is a coin per row: the count varies by about this much.
+        low = max(0, int(expected - 3 * math.sqrt(window_rows * EVAL_SHARE * (1 - EVAL_SHARE))))
+        if low >= DEFAULT_MIN_EVAL:
+            return EvalSize(expected, low, None, window_rows)
+        return EvalSize(expected, low, max(MIN_EVAL_FLOOR, int(low * 0.8)), window_rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSize:
+    """A new pipeline's expected eval split: `expected` examples, rarely fewer than `low`
+    (3 sigma of the hash split); `min_eval` is the min_eval_examples the config sets (None:
+    the default suits)."""
+
+    expected: int
+    low: int
+    min_eval: int | None
+    window_rows: float
+
+    def advice(self) -> str | None:
+        """What `retrain new` says about the eval split when the default would not suit, else None."""
+        if self.min_eval is None:
+            return None
+        needed = math.ceil(DEFAULT_MIN_EVAL / EVAL_SHARE * 1.3)
+        text = (f"eval split: about {self.expected} examples per run (1 in {round(1 / EVAL_SHARE)} of the window's "
+                f"~{int(self.window_rows)} rows; as few as {self.low} by the split's chance), fewer than "
+                f"min_eval_examples' default {DEFAULT_MIN_EVAL}, which would leave the first run unjudged. ")
+        if self.low < MIN_EVAL_FLOOR:
+            return text + (f"Even min_eval_examples {MIN_EVAL_FLOOR} may not be reached: give the window at least "
+                           f"{needed} rows (more rows per month, or more months) before trusting the gate.")
+        return text + (f"The config sets min_eval_examples: {self.min_eval}; a candidate judged on so few examples "
+                       f"gets wide intervals. For the default, give the window about {needed} rows (more rows per "
+                       "month, or more months), then remove that line.")
 
 
 def targets(root: str, name: str) -> dict[str, str]:
@@ -464,7 +510,6 @@ def render(p: Plan) -> dict[str, str]:
         label_facts += "# Left out: " + "; ".join(f"{k} ({why})" for k, why in p.left_out.items()) + "\n"
     train_rows = int(p.rows * p.window / len(p.span_numbers) * 0.75)  # 3 of ExampleGen's 4 hash buckets
     train_steps = max(100, min(1000, math.ceil(EPOCHS * train_rows / 32)))
-    eval_rows = int(p.rows * p.window / len(p.span_numbers) * 0.25)
     thresholds = "\n".join(f"{k}: {v}" for k, v in p.thresholds.items())
     comment = {
         tasks.REGRESSION: "# Ceilings: the errors of always predicting the mean (MSE) and the median (MAE);\n"
@@ -473,9 +518,11 @@ def render(p: Plan) -> dict[str, str]:
         tasks.MULTICLASS: "# Floor: the share of the commonest class (what always guessing it scores).",
     }[p.task]
     thresholds = f"{comment}\n{thresholds}"
-    if eval_rows < 50:
-        thresholds += (f"\n# A window holds about {eval_rows} eval examples; fewer than this are not judged.\n"
-                       f"min_eval_examples: {max(10, eval_rows // 2)}")
+    size = p.eval_size
+    if size.min_eval is not None:
+        thresholds += (f"\n# A window holds about {size.expected} eval examples (as few as {size.low}): fewer than\n"
+                       f"# {DEFAULT_MIN_EVAL}, the default of min_eval_examples, below which a candidate is not judged.\n"
+                       f"min_eval_examples: {size.min_eval}")
     values = dict(
         name=p.name, title=title, summary=summary, data=os.path.relpath(p.data_root, p.root), spans_text=f"spans {p.span_numbers[0]}..{p.span_numbers[-1]}",
         rows=p.rows, label_key=repr(p.label), label_facts=label_facts, numeric=_py(p.numeric), bucket=_py(p.bucket),

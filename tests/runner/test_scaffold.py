@@ -42,3 +42,29 @@ def test_no_event_time_is_proposed_where_none_fits_its_span():
                               x=rng.random(300).astype(str))
     assert scaffold.propose_span_consistency(frame, row_spans, "x") is None
     assert scaffold.drift_opt_outs(None) == {}
+
+
+def test_a_small_window_gets_an_eval_size_it_can_reach_and_a_warning(tmp_path):
+    import yaml
+
+    from runner import datasets
+    from tests.conftest import REPO
+
+    rows = datasets.write_spans("wine", str(tmp_path / "data"), num_spans=4)
+    plan = scaffold.plan(REPO, "my_small", str(tmp_path / "data"), "cultivar")
+    size = plan.eval_size
+    assert size.expected == int(sum(rows.values()) * scaffold.EVAL_SHARE)  # four months: all in the window
+    assert size.low < size.expected < scaffold.DEFAULT_MIN_EVAL * 4
+    config = yaml.safe_load(scaffold.render(plan)["pipelines/my_small/config.yaml"])
+    if size.min_eval is None:
+        assert "min_eval_examples" not in config and plan.eval_size.advice() is None
+    else:
+        assert config["min_eval_examples"] == size.min_eval <= size.low
+        assert f"about {size.expected} examples" in size.advice()
+
+
+def test_eval_size_advice_names_the_numbers():
+    few = scaffold.EvalSize(expected=43, low=26, min_eval=20, window_rows=172)
+    assert "about 43 examples" in few.advice() and "min_eval_examples: 20" in few.advice()
+    assert "Even min_eval_examples 10 may not be reached" in scaffold.EvalSize(8, 2, 10, 32).advice()
+    assert scaffold.EvalSize(500, 440, None, 2000).advice() is None
