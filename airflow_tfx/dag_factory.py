@@ -42,7 +42,7 @@ from airflow.sdk import (
 from airflow_tfx import alerts, arrivals, links
 from airflow_tfx import template as template_lib
 from airflow_tfx.operators import ProcessTasks
-from core import deployment, layout, metadata, nodes
+from core import airflow_settings, layout, metadata, nodes
 
 # Deployment settings from the environment (never Variables or Connections at parse time).
 WORKDIR_ENV = "RETRAIN_WORKDIR"
@@ -115,8 +115,8 @@ def build_dag(
     """
     template = template_lib.read(template_path)
     limits = concurrency(template)
-    settings = deployment.airflow_settings(template["deployment"].get("airflow"))
-    alert_settings = deployment.alert_settings(template["deployment"].get("alerts"))
+    settings = airflow_settings.resolve_airflow(template["deployment"].get("airflow"))
+    alert_settings = airflow_settings.resolve_alerts(template["deployment"].get("alerts"))
     data_root, example_format = data_source(template)
     asset = arrivals.spans_asset(template["pipeline"], data_root)
     workdir = os.environ.get(WORKDIR_ENV, os.path.join(template_lib.REPO, "work"))
@@ -246,7 +246,7 @@ def build_arrivals_dag(template_path: str, dag_id: str,
     """The `<pipeline>_span_arrivals` DAG of the data schedule (None on the monthly calendar):
     on `airflow.arrivals_check`, announces each newly arrived span as an asset event."""
     template = template_lib.read(template_path)
-    settings = deployment.airflow_settings(template["deployment"].get("airflow"))
+    settings = airflow_settings.resolve_airflow(template["deployment"].get("airflow"))
     if settings["schedule"] != "data":
         return None
     data_root, example_format = data_source(template)
@@ -287,8 +287,8 @@ def build_rollout_dag(template_path: str, dag_id: str,
     template = template_lib.read(template_path)
     if (template["deployment"].get("rollout") or {}).get("mode") != "canary":
         return None
-    settings = deployment.airflow_settings(template["deployment"].get("airflow"))
-    alert_settings = deployment.alert_settings(template["deployment"].get("alerts"))
+    settings = airflow_settings.resolve_airflow(template["deployment"].get("airflow"))
+    alert_settings = airflow_settings.resolve_alerts(template["deployment"].get("alerts"))
     pipeline = template["pipeline"]
     data_root, _ = data_source(template)
     workdir = os.environ.get(WORKDIR_ENV, os.path.join(template_lib.REPO, "work"))
@@ -342,7 +342,7 @@ def _rollout_review_tasks(make, decide, config: str, workdir: str, pipeline: str
         subject=f"{pipeline} canary: {{{{ {proposal}['action'] }}}}?",
         body=("The rollout test proposes **{{ " + proposal + "['action'] }}** for canary version {{ " + proposal
               + "['canary'] }} (stable {{ " + proposal + "['stable'] }}).\n\n{{ " + proposal + "['reason'] }}"),
-        options=list(deployment.ROLLOUT_REVIEW_OPTIONS), defaults=None, response_timeout=dt.timedelta(days=3), retries=0)
+        options=list(airflow_settings.ROLLOUT_REVIEW_OPTIONS), defaults=None, response_timeout=dt.timedelta(days=3), retries=0)
     pulled = "ti.xcom_pull(task_ids='review_decision')"
     record = make.rollout(
         task_id="record_review",

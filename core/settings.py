@@ -10,6 +10,7 @@ Errors name the key with its path (`span_consistency.event_time.unit: ...`). TF-
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ def _join(where: str, key: str) -> str:
 def check_type(name: str, value: Any, hint: Any) -> Any:
     """`value` checked against the type hint `hint` (and converted where lossless).
 
-    Handles Any, Literal, Optional/unions, tuple[X, ...], Mapping[str, X], nested
+    Handles Any, Literal, Optional/unions, tuple[X, ...], list[X], Mapping[str, X], nested
     `Settings` classes, int/float/str/bool (an int is a float; a bool is not an int).
 
     Raises:
@@ -48,10 +49,10 @@ def check_type(name: str, value: Any, hint: Any) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         return check_type(name, value, inner[0])
-    if origin is tuple:
+    if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
             raise SettingsError(f"{name}: expected a list, got {value!r}")
-        return tuple(check_type(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value))
+        return origin(check_type(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value))
     if origin in (Mapping, dict) or hint in (Mapping, dict):
         if not isinstance(value, Mapping):
             raise SettingsError(f"{name}: expected a mapping, got {value!r}")
@@ -62,9 +63,39 @@ def check_type(name: str, value: Any, hint: Any) -> Any:
         return float(value)
     if hint in (int, float, str, bool):
         if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
-            raise SettingsError(f"{name}: expected {hint.__name__}, got {value!r}")
+            expected = "true or false" if hint is bool else hint.__name__
+            raise SettingsError(f"{name}: expected {expected}, got {value!r}")
         return value
     return value
+
+
+def build(cls, values: Mapping[str, Any] | None, where: str = ""):
+    """An instance of the dataclass `cls` from a mapping: the one unknown-key check.
+
+    Refuses keys `cls` has no field for (listing the known ones), missing required keys and
+    values of the wrong type (from the fields' type hints). Works for any dataclass, so a
+    model's own `HParams` is read the same way as the project's settings blocks.
+
+    Raises:
+      SettingsError: naming the key's path (`where.key`).
+    """
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise SettingsError(f"{where or cls.__name__}: expected a mapping, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields), key=str)
+    if unknown:
+        close = [m for k in unknown for m in difflib.get_close_matches(str(k), fields, n=1, cutoff=0.8)]
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise SettingsError(f"{where + ': ' if where else ''}unknown key(s) {', '.join(map(str, unknown))}"
+                            f" ({hint}known: {', '.join(fields)})")
+    missing = [n for n, f in fields.items() if n not in values and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise SettingsError(f"{where + ': ' if where else ''}missing key(s) {', '.join(missing)}")
+    hints = typing.get_type_hints(cls)
+    return cls(**{k: check_type(_join(where, k), v, hints[k]) for k, v in values.items()})
 
 
 class Settings:
@@ -84,22 +115,7 @@ class Settings:
         """
         if isinstance(values, cls):
             return values
-        if values is None:
-            values = {}
-        if not isinstance(values, Mapping):
-            raise SettingsError(f"{where or cls.__name__}: expected a mapping, got {values!r}")
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - set(fields))
-        if unknown:
-            raise SettingsError(f"{where + ': ' if where else ''}unknown key(s) {', '.join(map(str, unknown))}"
-                                f" (known: {', '.join(fields)})")
-        missing = [n for n, f in fields.items() if n not in values and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
-        if missing:
-            raise SettingsError(f"{where + ': ' if where else ''}missing key(s) {', '.join(missing)}")
-        hints = typing.get_type_hints(cls)
-        checked = {k: check_type(_join(where, k), v, hints[k]) for k, v in values.items()}
-        settings = cls(**checked)
+        settings = build(cls, values, where)
         try:
             settings.check()
         except SettingsError as e:

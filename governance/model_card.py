@@ -15,47 +15,85 @@ dependencies (its jsonschema<4 pin conflicts with Beam's); only the JSON file is
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
+from core.settings import Settings, SettingsError
+
 SCHEMA_VERSION = "0.0.2"
 FILENAME = "model_card.json"
 _TEXT_LISTS = ("users", "use_cases", "limitations", "tradeoffs", "references")
-_KEYS = {"overview", "owners", "ethical_considerations", *_TEXT_LISTS}
 
 
 class ModelCardError(ValueError):
     """A `model_card:` block that is not what the card needs."""
 
 
-def check_settings(settings: Mapping[str, Any]) -> None:
+@dataclasses.dataclass(frozen=True)
+class Owner(Settings):
+    """A model owner: a name and how to reach them."""
+
+    # A person or a team.
+    name: str
+    # How to reach the owner.
+    contact: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Risk(Settings):
+    """An ethical consideration: the risk, and what mitigates it."""
+
+    # The risk, in a sentence.
+    name: str
+    # What reduces the risk.
+    mitigation_strategy: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCardSettings(Settings):
+    """The `model_card:` block: what people decide about the model (the run adds what it
+    measured). Every list holds non-empty texts; references are http(s) URIs."""
+
+    # What the model is for, in a paragraph.
+    overview: str = ""
+    # Who answers for the model: {name, contact}.
+    owners: tuple[Owner, ...] = ()
+    # Who the model's predictions are for.
+    users: tuple[str, ...] = ()
+    # What it may be used for.
+    use_cases: tuple[str, ...] = ()
+    # What it must not be relied on for, and where it is known to be weak.
+    limitations: tuple[str, ...] = ()
+    # Choices made and what they cost (e.g. recall for precision).
+    tradeoffs: tuple[str, ...] = ()
+    # Risks and how they are mitigated: {name, mitigation_strategy}.
+    ethical_considerations: tuple[Risk, ...] = ()
+    # Links (http or https) to further material.
+    references: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        for key in _TEXT_LISTS:
+            if not all(v.strip() for v in getattr(self, key)):
+                raise SettingsError(f"{key}: expected a list of non-empty texts")
+        for ref in self.references:
+            if not ref.startswith(("https://", "http://")):
+                raise SettingsError(f"references: {ref!r} is not an http(s) URI")
+
+
+def check_settings(settings: Mapping[str, Any]) -> ModelCardSettings:
     """Validates a `model_card:` block.
 
     Raises:
       ModelCardError: naming the key.
     """
-    unknown = sorted(set(settings) - _KEYS)
-    if unknown:
-        raise ModelCardError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_KEYS))})")
-    if not isinstance(settings.get("overview", ""), str):
-        raise ModelCardError("overview: expected text")
-    for key in _TEXT_LISTS:
-        value = settings.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            raise ModelCardError(f"{key}: expected a list of non-empty texts")
-    for ref in settings.get("references", []):
-        if not ref.startswith(("https://", "http://")):
-            raise ModelCardError(f"references: {ref!r} is not an http(s) URI")
-    for i, owner in enumerate(settings.get("owners", [])):
-        if not isinstance(owner, Mapping) or not isinstance(owner.get("name"), str) or set(owner) - {"name", "contact"}:
-            raise ModelCardError(f"owners[{i}]: expected {{name: ..., contact: ...}}")
-    for i, risk in enumerate(settings.get("ethical_considerations", [])):
-        if not isinstance(risk, Mapping) or not isinstance(risk.get("name"), str) \
-                or set(risk) - {"name", "mitigation_strategy"}:
-            raise ModelCardError(f"ethical_considerations[{i}]: expected {{name: ..., mitigation_strategy: ...}}")
+    try:
+        return ModelCardSettings.from_dict(settings)
+    except SettingsError as e:
+        raise ModelCardError(str(e)) from None
 
 
 def schema_path() -> str:

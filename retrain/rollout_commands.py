@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from core import deployment, exit_codes
+from core import airflow_settings, exit_codes
 from core.errors import BadInput
 from retrain import options
 
@@ -43,7 +43,7 @@ def add_parsers(sub) -> None:
             p.add_argument("--delay-hours", type=float, default=1.0, help="when the labels are said to be known")
 
 
-REVIEW_CHOICES = deployment.ROLLOUT_REVIEW_OPTIONS
+REVIEW_CHOICES = airflow_settings.ROLLOUT_REVIEW_OPTIONS
 
 
 def _context(args):

@@ -36,17 +36,34 @@ DIRECT, CANARY = "direct", "canary"
 
 @dataclasses.dataclass(frozen=True)
 class RolloutSettings(Settings):
+    # direct: the pushed version serves everything at once; canary: beside stable until delayed labels
+    # decide.
     mode: Literal["direct", "canary"] = DIRECT
+    # The canary's share of requests that name neither a version nor a label.
     canary_share: float = 0.1
+    # The deciding live metric; default: the task's key metric (core/tasks.py).
     metric: str | None = None
+    # Alpha of the always-valid sequential test (rollout/sequential.py).
     significance_level: float = 0.05
+    # Promoted when shown no worse than this; default 0.01 (AUC, accuracy), 0.05 = 5% for error metrics
+    # (a relative change).
     max_regression: float | None = None
+    # The difference the test is tuned to find (the mixture's scale); default 0.02, or 0.1 (10%) for
+    # error metrics.
     effect_size: float | None = None
+    # Labelled requests per version before any decision (the normal approximation).
     min_labelled: int = 200
+    # Canary labels after which the run-out rule decides.
     max_labelled: int = 20000
+    # Wall time after which the run-out rule decides.
     max_hours: float = 72.0
+    # What an undecided canary gets: estimate (promote when the point estimate is above -max_regression
+    # / 2, else roll back), rollback or promote.
     on_run_out: Literal["estimate", "rollback", "promote"] = "estimate"
+    # Alert when stable's live metric falls below this (error metrics: rises above).
     live_floor: float | None = None
+    # required: a person applies, vetoes or forces each promotion or roll-back the test proposes
+    # (Airflow's HITL prompt).
     approval: Literal["none", "required"] = "none"
 
     def check(self) -> None:

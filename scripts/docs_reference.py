@@ -3,9 +3,10 @@
     .venv/bin/python scripts/docs_reference.py OUT_DIR
 
 - `cli.md`: every `retrain` command's `--help`, from the CLI's own parser (retrain/cli.py);
-- `config.md`: every key of a pipeline config (pipelines/config.py's PipelineConfig) with
+- `config.md`: every key of a pipeline config (pipelines/config/schema.py's PipelineConfig) with
   its type, default and the comment above it in the source, then each settings block's
-  class the same way (the `trainer:`, `rollout:`, ... blocks).
+  class the same way (pipelines/config/blocks.py: `trainer:`, `rollout:`, ... and the
+  classes nested in them).
 """
 
 from __future__ import annotations
@@ -22,17 +23,25 @@ sys.path.insert(0, REPO)
 
 
 def _field_comments(cls) -> dict[str, str]:
-    """The `#` comment lines directly above each field of a dataclass, from its source."""
+    """The `#` comment lines directly above each field of a dataclass, from its source. A
+    field with none that directly follows another (no blank line) shares that one's: one
+    comment above a group of related keys explains them all."""
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
-    out = {}
+    out, previous = {}, None
     for node in ast.parse(source).body[0].body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             comment, i = [], node.lineno - 2
             while i >= 0 and lines[i].strip().startswith("#"):
                 comment.insert(0, lines[i].strip().lstrip("#").strip())
                 i -= 1
-            out[node.target.id] = " ".join(comment)
+            if not comment and previous is not None and previous.end_lineno == node.lineno - 1:
+                out[node.target.id] = out[previous.target.id]
+            else:
+                out[node.target.id] = " ".join(comment)
+            previous = node
+        else:
+            previous = None
     return out
 
 
@@ -40,7 +49,8 @@ def _default(field: dataclasses.Field) -> str:
     if field.default is not dataclasses.MISSING:
         return f"`{field.default!r}`"
     if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        return f"`{field.default_factory()!r}`"  # type: ignore[misc]
+        value = field.default_factory()  # type: ignore[misc]
+        return "its block's defaults" if dataclasses.is_dataclass(value) else f"`{value!r}`"
     return "required"
 
 
@@ -56,22 +66,38 @@ def _table(cls) -> list[str]:
     return rows
 
 
+def _nested(cls) -> list[tuple[str, type]]:
+    """(field, settings class) for each field of `cls` that is itself a settings block
+    (e.g. `airflow.kubernetes`, `model_card.owners`)."""
+    import typing
+
+    from core.settings import Settings
+
+    out = []
+    for name, hint in typing.get_type_hints(cls).items():
+        for t in (hint, *typing.get_args(hint)):
+            if isinstance(t, type) and issubclass(t, Settings):
+                out.append((name, t))
+    return out
+
+
 def config_page() -> str:
-    from components.evaluator.new_span import NewSpanSettings
-    from components.example_gen.settings import IngestSettings
-    from components.serving_skew.component import SkewSettings
     from pipelines import config
-    from rollout.settings import RolloutSettings
-    from trainer_toolkit.settings import TrainerSettings
 
     out = ["# Pipeline config reference", "",
-           "Generated from `pipelines/config.py` by `scripts/docs_reference.py` (`make docs`): each key of a",
+           "Generated from `pipelines/config/` (the schema, and each block's settings class in",
+           "`pipelines/config/blocks.py`) by `scripts/docs_reference.py` (`make docs`): each key of a",
            "pipeline's `config.yaml`, its type and default, and the comment that explains it in the source.",
            "Relative paths are resolved against the config file's folder. `retrain run --set KEY=VALUE`",
            "overrides a key for one run.", "", "## Top-level keys", ""]
     out += _table(config.PipelineConfig)
-    for block, cls in (("trainer", TrainerSettings), ("rollout", RolloutSettings), ("serving_skew", SkewSettings),
-                       ("ingestion", IngestSettings), ("new_span", NewSpanSettings)):
+    queue, done = list(config.BLOCKS.items()), set()
+    while queue:
+        block, cls = queue.pop(0)
+        if cls in done:
+            continue
+        done.add(cls)
+        queue[:0] = [(f"{block}.{name}", inner) for name, inner in _nested(cls)]
         doc = (inspect.getdoc(cls) or "").split("\n\n")[0]
         if doc.startswith(f"{cls.__name__}("):  # dataclass's generated signature: no docstring
             doc = ""

@@ -7,18 +7,26 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from core.settings import Settings, SettingsError, build
 from trainer_toolkit.precision import PRECISION_NAMES
 from trainer_toolkit.strategy import STRATEGY_NAMES
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainerSettings:
+class TrainerSettings(Settings):
     """Toolkit settings: the `trainer:` block of a pipeline config (all optional)."""
 
+    # tf.distribute strategy: auto (mirrored over GPUs, one device otherwise), default, one_device,
+    # mirrored, multi_worker (TF_CONFIG).
     strategy: str = "auto"
+    # auto (mixed_float16 on GPUs of compute capability 7.0 or newer, float32 otherwise), float32,
+    # mixed_float16, mixed_bfloat16.
     precision: str = "auto"
+    # Let TensorFlow grow GPU memory as needed instead of taking it all at start.
     gpu_memory_growth: bool = True
+    # Deterministic ops and seeded input order (slower; for reproducing a run).
     deterministic: bool = False
+    # The input pipeline caches the window in memory when it is smaller than this.
     cache_max_bytes: int = 2 << 30
     # BackupAndRestore checkpoint interval in steps; 0 turns fault tolerance off.
     backup_every_steps: int = 100
@@ -39,52 +47,39 @@ class TrainerSettings:
         """Reads `custom_config["trainer"]`.
 
         Raises:
-          ValueError: unknown keys or values, naming them.
+          SettingsError: unknown keys or values, naming them (`trainer.<key>`).
         """
-        given = dict((custom_config or {}).get("trainer") or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(given) - known)
-        if unknown:
-            raise ValueError(f"unknown trainer setting(s) {unknown}; known: {sorted(known)}")
-        if "profile_steps" in given:
-            given["profile_steps"] = tuple(given["profile_steps"] or ())
-        settings = cls(**given)
-        settings.validate()
-        return settings
+        return cls.from_dict((custom_config or {}).get("trainer"), "trainer")
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.strategy not in STRATEGY_NAMES:
-            raise ValueError(f"trainer.strategy: {self.strategy!r} is not one of {list(STRATEGY_NAMES)}")
+            raise SettingsError(f"strategy: {self.strategy!r} is not one of {list(STRATEGY_NAMES)}")
         if self.precision not in PRECISION_NAMES:
-            raise ValueError(f"trainer.precision: {self.precision!r} is not one of {list(PRECISION_NAMES)}")
+            raise SettingsError(f"precision: {self.precision!r} is not one of {list(PRECISION_NAMES)}")
         if self.backup_every_steps < 0 or self.log_every_steps < 1:
-            raise ValueError("trainer.backup_every_steps must be >= 0 and log_every_steps >= 1")
+            raise SettingsError("backup_every_steps must be >= 0 and log_every_steps >= 1")
         if self.max_batch_size < 0 or self.batch_growth_above_steps < 1:
-            raise ValueError("trainer.max_batch_size must be >= 0 and batch_growth_above_steps >= 1")
+            raise SettingsError("max_batch_size must be >= 0 and batch_growth_above_steps >= 1")
         if self.profile_steps and (len(self.profile_steps) != 2 or self.profile_steps[0] > self.profile_steps[1]):
-            raise ValueError(f"trainer.profile_steps: expected [first, last], got {list(self.profile_steps)}")
+            raise SettingsError(f"profile_steps: expected [first, last], got {list(self.profile_steps)}")
 
 
 def hparams_from_custom_config(cls, custom_config: Mapping[str, Any] | None, model: str):
-    """A model's frozen HParams dataclass from `custom_config["hparams"]`; lists become
-    tuples where the field's default is a tuple.
+    """A model's frozen HParams dataclass from `custom_config["hparams"]`, read by the same
+    loader as every settings block (unknown keys and wrong types refused; lists become
+    tuples where the field is a tuple).
 
     Raises:
-      ValueError: unknown keys, naming the model and the known ones.
+      SettingsError: naming the key (`hparams.<key>`) and, for unknown keys, the known ones.
     """
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    given = dict((custom_config or {}).get("hparams") or {})
-    unknown = sorted(set(given) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown {model} hparams: {unknown}; known: {sorted(fields)}")
-    for name, value in given.items():
-        if isinstance(fields[name].default, tuple) and isinstance(value, list):
-            given[name] = tuple(value)
-    return cls(**given)
+    try:
+        return build(cls, (custom_config or {}).get("hparams"), "hparams")
+    except SettingsError as e:
+        raise SettingsError(f"{e} (the {model} model's HParams)") from None
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingBudget:
+class TrainingBudget(Settings):
     """How much the Trainer trains: `epochs` passes over the training split, or `examples`
     examples, or `steps` steps (one of them), and a ceiling on the examples of one run.
 
@@ -99,22 +94,18 @@ class TrainingBudget:
 
     @classmethod
     def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> TrainingBudget:
-        """Raises ValueError naming the key."""
-        values = dict((custom_config or {}).get("training") or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown training setting(s) {unknown}; known: {sorted(known)}")
-        budget = cls(**values)
-        given = [k for k in ("epochs", "examples", "steps") if getattr(budget, k) is not None]
+        """Reads `custom_config["training"]`. Raises SettingsError naming the key."""
+        return cls.from_dict((custom_config or {}).get("training"))
+
+    def check(self) -> None:
+        given = [k for k in ("epochs", "examples", "steps") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"train_epochs, train_examples and train_steps: set exactly one, got {given or 'none'}")
-        value = getattr(budget, given[0])
-        if isinstance(value, bool) or not value > 0:
-            raise ValueError(f"train_{given[0]}: must be > 0, got {value!r}")
-        if budget.max_examples < 0:
-            raise ValueError(f"max_train_examples: must be >= 0, got {budget.max_examples}")
-        return budget
+            raise SettingsError(f"train_epochs, train_examples and train_steps: set exactly one, got {given or 'none'}")
+        value = getattr(self, given[0])
+        if not value > 0:
+            raise SettingsError(f"train_{given[0]}: must be > 0, got {value!r}")
+        if self.max_examples < 0:
+            raise SettingsError(f"max_train_examples: must be >= 0, got {self.max_examples}")
 
     @property
     def needs_count(self) -> bool:

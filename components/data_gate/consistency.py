@@ -61,8 +61,11 @@ EXAMPLES = 5
 class EventTime(Settings):
     """Which feature holds each row's event time, in which unit and time zone."""
 
+    # The feature holding the event time.
     feature: str
+    # s, ms, us, ns (numbers since the epoch), iso8601 or a strptime format such as '%Y-%m-%d %H:%M:%S'.
     unit: str = "s"
+    # The IANA time zone of times without an offset, and of the derived fields.
     timezone: str = "UTC"
 
     def check(self) -> None:
@@ -80,6 +83,7 @@ class EventTime(Settings):
 class SpanConsistency(Settings):
     """The `span_consistency:` block of a pipeline config (empty: nothing is checked)."""
 
+    # The feature holding each row's event time (its unit and time zone); none: nothing is checked.
     event_time: EventTime | None = None
     # How far outside the span's month an event time may lie (late or early records).
     tolerance_hours: float = 1.0

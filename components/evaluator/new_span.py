@@ -39,6 +39,7 @@ DEFAULT_MIN_DROP = {"auc": 0.05, "binary_accuracy": 0.05, "sparse_categorical_ac
 class NewSpanSettings(Settings):
     """The `new_span:` block of a pipeline config."""
 
+    # Score both models on the newest span alone (a TFMA slice by span) and refuse on a collapse there.
     enabled: bool = True
     # A slice of fewer eval examples is too small to judge.
     min_examples: int = 10

@@ -18,8 +18,6 @@ the Trainer) when a feature is skewed, `warn` reports it and goes on. Too little
 """
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
@@ -28,27 +26,26 @@ from tfx.types.artifact import Artifact
 
 from components.serving_skew import executor
 from components.serving_skew.executor import ACTIONS
+from core.settings import Settings, SettingsError
 
 
 @dataclasses.dataclass(frozen=True)
-class SkewSettings:
-    """A pipeline config's `serving_skew:` block."""
+class SkewSettings(Settings):
+    """The `serving_skew:` block: what a skewed feature does (`block` stops the run before
+    training, `warn` reports only, `off` skips the check) and the fewest logged examples
+    worth checking."""
 
+    # block: stop the run before training when a feature is skewed; warn: report only; off: skip the
+    # check.
     action: str = "warn"
+    # Fewer logged examples than this: reported as not checked.
     min_examples: int = 50
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "SkewSettings":
-        """Raises ValueError: an unknown key, action or a min_examples below 1."""
-        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown key(s) {unknown}; known: action, min_examples")
-        settings = cls(**values)
-        if settings.action not in ACTIONS:
-            raise ValueError(f"action {settings.action!r} is not one of {', '.join(ACTIONS)}")
-        if not isinstance(settings.min_examples, int) or settings.min_examples < 1:
-            raise ValueError(f"min_examples must be an integer >= 1, got {settings.min_examples!r}")
-        return settings
+    def check(self) -> None:
+        if self.action not in ACTIONS:
+            raise SettingsError(f"action: {self.action!r} is not one of {', '.join(ACTIONS)}")
+        if self.min_examples < 1:
+            raise SettingsError(f"min_examples: must be an integer >= 1, got {self.min_examples!r}")
 
 
 class ServingSkewReport(Artifact):
@@ -67,7 +64,10 @@ def ServingSkew(
     serving_model_dir: Parameter[str] = "",
     request_log_prefix: Parameter[str] = "",
     policy: Parameter[str] = "",
+    # block: stop the run before training when a feature is skewed; warn: report only; off: skip the
+    # check.
     action: Parameter[str] = "warn",
+    # Fewer logged examples than this: reported as not checked.
     min_examples: Parameter[int] = 50,
     # The run's span: logs change between runs while the other inputs may not, so a run
     # never reuses an earlier run's verdict from the cache.

@@ -25,6 +25,7 @@ import tempfile
 
 from core import files, layout
 from core.errors import BadInput
+from core.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,19 @@ REPORT_SIGNATURE = "report.sig"
 DEMO_KEY = os.path.join("keys", "model-signing.pem")
 KEY_ENV = "RETRAIN_SIGNING_KEY"
 PASSWORD_ENV = "RETRAIN_SIGNING_KEY_PASSWORD"
+
+
+@dataclasses.dataclass(frozen=True)
+class SigningSettings(Settings):
+    """The `signing:` block: the Pusher signs every pushed version and the serving check
+    verifies before it loads. `key`: the private key's PEM path (relative to the config
+    file); $RETRAIN_SIGNING_KEY wins over it, and with neither a demo key is generated under
+    <workdir>/keys/ on first use."""
+
+    # Sign every pushed version (and verify before loading).
+    enabled: bool = True
+    # The private key's PEM path; $RETRAIN_SIGNING_KEY wins; neither: a demo key under <workdir>/keys/.
+    key: str | None = None
 
 
 class SignatureError(RuntimeError):

@@ -12,7 +12,7 @@ import pytest
 from airflow.sdk import BaseNotifier
 
 from airflow_tfx import alerts
-from core import deployment
+from core import airflow_settings
 from core import outcome as outcomes
 from tests import smtp_inbox
 
@@ -25,7 +25,7 @@ def inbox(monkeypatch):
         yield box
 
 
-SETTINGS = deployment.alert_settings({"to": ["ops@example.org"], "from_email": "retrain@example.org",
+SETTINGS = airflow_settings.resolve_alerts({"to": ["ops@example.org"], "from_email": "retrain@example.org",
                                       "smtp_conn_id": "smtp_alerts"}, env={})
 
 
@@ -126,7 +126,7 @@ class RecordingNotifier(BaseNotifier):
 
 
 def test_any_notifier_class_gets_the_alert_text():
-    settings = deployment.alert_settings({
+    settings = airflow_settings.resolve_alerts({
         "notifier": f"{__name__}.RecordingNotifier",
         "notifier_args": {"channel": "#ml-ops", "text": "{subject}\n{text}"}}, env={})
     alert = alerts.Alert(alerts.GATE_STOP, "taxi", "201304", "run-1", "drift", "taxi_retraining", "DataGate")
@@ -138,7 +138,7 @@ def test_any_notifier_class_gets_the_alert_text():
 def test_nobody_configured_means_the_task_log_only(caplog):
     alert = alerts.Alert(alerts.TASK_FAILURE, "taxi", "201304", "run-1", "boom", "taxi_retraining", "Trainer")
     with caplog.at_level(logging.INFO):
-        assert not alerts.send(deployment.alert_settings({}, env={}), alert, {})
+        assert not alerts.send(airflow_settings.resolve_alerts({}, env={}), alert, {})
     assert "ALERT [retrain] taxi span 201304" in caplog.text and "no recipient configured" in caplog.text
 
 

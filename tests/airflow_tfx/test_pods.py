@@ -138,10 +138,10 @@ def test_the_pod_mode_waits_in_pods_when_runs_go_in_parallel(tmp_path, monkeypat
 
 
 def test_a_kubernetes_mode_without_an_image_is_refused(tmp_path, monkeypatch):
-    from core import deployment
+    from core import airflow_settings
 
     monkeypatch.setenv("RETRAIN_EXECUTION", "kubernetes")
-    with pytest.raises(deployment.DeploymentError, match="airflow.kubernetes.image: required"):
+    with pytest.raises(airflow_settings.DeploymentError, match="airflow.kubernetes.image: required"):
         build_dag(TEMPLATE, "t", doc_md="doc")
 
 

@@ -62,7 +62,8 @@ def test_a_card_that_breaks_the_schema_is_refused(settings):
 
 @pytest.mark.parametrize("block, message", [
     ({"owner": []}, "unknown key"),
-    ({"limitations": "none"}, "limitations: expected a list of non-empty texts"),
+    ({"limitations": "none"}, "limitations: expected a list"),
+    ({"limitations": [" "]}, "limitations: expected a list of non-empty texts"),
     ({"references": ["see the wiki"]}, "is not an http"),
     ({"owners": [{"name": "x", "email": "y"}]}, r"owners\[0\]"),
     ({"ethical_considerations": [{"risk": "x"}]}, r"ethical_considerations\[0\]"),

@@ -99,7 +99,7 @@ def test_settings_from_custom_config():
     assert (s.strategy, s.profile_steps, s.precision) == ("mirrored", (5, 10), "auto")
     assert TrainerSettings.from_custom_config(None) == TrainerSettings()
     for bad, message in [
-        ({"strategi": "auto"}, "unknown trainer setting"),
+        ({"strategi": "auto"}, r"trainer: unknown key\(s\) strategi \(did you mean strategy\?"),
         ({"precision": "half"}, "trainer.precision"),
         ({"profile_steps": [10, 5]}, "profile_steps"),
         ({"backup_every_steps": -1}, "backup_every_steps"),

@@ -13,7 +13,7 @@ from tests.conftest import TAXI_CONFIG
 def test_shipped_policies_load_and_watch_every_feature_but_the_opted_out():
     config = config_lib.load(TAXI_CONFIG)
     p = config_lib.load_gate_policy(config)
-    schema_features = set(config_lib._schema_features(config.schema_path))
+    schema_features = set(config_lib.schema_features(config.schema_path))
     assert set(p.opt_out) == {"trip_start_timestamp", "trip_start_month"}
     assert all(reason for reason in p.opt_out.values())
     # Every other feature has calibrated limits (a feature with no values in any month,

@@ -47,5 +47,5 @@ def test_hparams_from_custom_config():
     hp = model.HParams.from_custom_config({"hparams": {"hidden_units": [8, 4], "batch_size": 16}})
     assert hp.hidden_units == (8, 4) and hp.batch_size == 16
     assert model.HParams.from_custom_config(None) == model.HParams()
-    with pytest.raises(ValueError, match="unknown taxi hparams.*dropout"):
+    with pytest.raises(ValueError, match=r"hparams: unknown key\(s\) dropout .*the taxi model's HParams"):
         model.HParams.from_custom_config({"hparams": {"dropout": 0.5}})

@@ -1,0 +1,38 @@
+"""The settings blocks of a pipeline config, by key: one settings class each.
+
+Every class derives from `core.settings.Settings`, so one loader refuses unknown keys,
+missing ones and wrong types for all of them, naming the key's path
+(`rollout.canary_share: ...`); a class's `check()` adds its range rules. The class lives
+beside the code that uses the block (the trainer toolkit, the rollout, a component...).
+Validation parses each block at load; docs/reference/config.md documents each from its
+class. The `beam:` block has its own parser (pipelines/beam.py): its keys depend on the
+chosen runner profile.
+"""
+
+from __future__ import annotations
+
+from components.data_gate.consistency import SpanConsistency
+from components.evaluator.new_span import NewSpanSettings
+from components.example_gen.settings import IngestSettings
+from components.serving_skew.component import SkewSettings
+from components.tflite_export.settings import TFLiteSettings
+from core.airflow_settings import AirflowSettings, AlertSettings
+from core.settings import Settings
+from governance.model_card import ModelCardSettings
+from rollout.settings import RolloutSettings
+from serving.repository.signing import SigningSettings
+from trainer_toolkit.settings import TrainerSettings
+
+BLOCKS: dict[str, type[Settings]] = {
+    "trainer": TrainerSettings,
+    "ingestion": IngestSettings,
+    "span_consistency": SpanConsistency,
+    "new_span": NewSpanSettings,
+    "rollout": RolloutSettings,
+    "serving_skew": SkewSettings,
+    "signing": SigningSettings,
+    "tflite": TFLiteSettings,
+    "model_card": ModelCardSettings,
+    "airflow": AirflowSettings,
+    "alerts": AlertSettings,
+}

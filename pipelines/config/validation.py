@@ -1,0 +1,164 @@
+"""Validation of a pipeline config: the rules types alone cannot express.
+
+`validate(config)` runs at every load and `replace`: ranges of top-level keys, every
+settings block parsed by its class (pipelines/config/blocks.py), rules across keys, and
+checks against other files (the model's HParams, the gate policy against the schema).
+Every error is a ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from components.data_gate.consistency import check_features as consistency_check_features
+from core import airflow_settings, tasks
+from core import metadata as metadata_lib
+from core.settings import SettingsError
+from pipelines import beam as beam_lib
+from pipelines.config.blocks import BLOCKS
+from pipelines.config.schema import ConfigError, PipelineConfig
+
+_AT_LEAST_ONE = ("window_spans", "eval_steps", "serving_check_requests", "keep_versions", "min_eval_examples")
+_SHARES = ("min_auc", "min_accuracy", "request_log_sampling")
+_TOLERANCES = ("max_auc_decrease", "max_accuracy_decrease", "max_mse_increase", "max_mae_increase")
+_CEILINGS = ("max_mse", "max_mae", "max_mape")
+
+
+def validate(config: PipelineConfig) -> None:
+    """Range checks of top-level keys, every settings block, and rules across keys and files.
+
+    Raises:
+      ConfigError: naming the field.
+    """
+    _check_ranges(config)
+    for name in BLOCKS:
+        config.block(name)
+    config.rollout_settings  # noqa: B018 - the rollout metric must suit the task
+    deployment = config.block("airflow")
+    if deployment.execution == "kubernetes":
+        try:
+            deployment.kubernetes.check_for_pods()
+        except airflow_settings.DeploymentError as e:
+            raise ConfigError(str(e)) from None
+    try:
+        config.beam_settings  # noqa: B018 - validates the block
+    except beam_lib.BeamConfigError as e:
+        raise ConfigError(str(e)) from e
+    for name in ("preprocessing_fn", "run_fn", "label_fn"):
+        if getattr(config, name) is not None and "." not in getattr(config, name):
+            raise ConfigError(f"{name}: expected a dotted path module.function")
+    try:
+        metadata_lib.check_config_value(config.metadata)
+        config.metadata_store  # noqa: B018 - parses the URL (and RETRAIN_METADATA_URL) now
+    except metadata_lib.MetadataConfigError as e:
+        raise ConfigError(f"metadata: {e}") from e
+    check_hparams(config)
+    policy = load_gate_policy(config)
+    check_span_consistency(config, policy)
+
+
+def _check_ranges(config: PipelineConfig) -> None:
+    for name in _AT_LEAST_ONE:
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name}: must be at least 1, got {getattr(config, name)}")
+    budget = [f"train_{k}" for k in ("epochs", "examples", "steps") if getattr(config, f"train_{k}") is not None]
+    if len(budget) > 1:
+        raise ConfigError(f"{' and '.join(budget)}: set one of train_epochs, train_examples, train_steps")
+    for name in budget:
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"{name}: must be > 0, got {getattr(config, name)}")
+    if config.max_train_examples < 0:
+        raise ConfigError(f"max_train_examples: must be >= 0 (0: no ceiling), got {config.max_train_examples}")
+    for name in _SHARES:
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise ConfigError(f"{name}: must be within [0, 1], got {getattr(config, name)}")
+    for name in _TOLERANCES:
+        if getattr(config, name) < 0:
+            raise ConfigError(f"{name}: must be >= 0, got {getattr(config, name)}")
+    for name in _CEILINGS:
+        if getattr(config, name) is not None and getattr(config, name) <= 0:
+            raise ConfigError(f"{name}: must be > 0 (or left out for no ceiling), got {getattr(config, name)}")
+    if config.task == tasks.REGRESSION and config.confidence_method == "jackknife":
+        raise ConfigError("confidence_method: jackknife misstates regression errors in TFMA 0.47"
+                          " (pipelines/config/schema.py); use bootstrap or leave it out")
+    if not 0.0 < config.significance_level < 0.5:
+        raise ConfigError(f"significance_level: must be within (0, 0.5), got {config.significance_level}")
+    if config.max_eval_examples and config.max_eval_examples < config.min_eval_examples:
+        raise ConfigError(f"max_eval_examples: must be 0 (all) or at least min_eval_examples "
+                          f"({config.min_eval_examples}), got {config.max_eval_examples}")
+
+
+def check_span_consistency(config: PipelineConfig, policy) -> None:
+    """The `span_consistency:` block's features must be the schema's.
+
+    Raises:
+      ConfigError: naming the key or the feature.
+    """
+    settings = config.consistency_settings
+    if not settings.enabled:
+        return
+    try:
+        consistency_check_features(settings, schema_features(config.schema_path))
+    except SettingsError as e:
+        raise ConfigError(f"span_consistency: {e}") from None
+
+
+def hparams_class(config: PipelineConfig):
+    """The model's `HParams` dataclass: `HParams` in `hparams.py` beside the module of
+    `run_fn` (TensorFlow-free, so a config is checked without loading the model), or None."""
+    package = config.run_fn.rsplit(".", 2)[0]
+    name = f"{package}.hparams"
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None
+    except ModuleNotFoundError:
+        return None
+    return getattr(importlib.import_module(name), "HParams", None)
+
+
+def check_hparams(config: PipelineConfig):
+    """Builds the model's HParams from `hparams:` now, so a typo fails at load, not in the Trainer.
+
+    Raises:
+      ConfigError: naming the key and the known ones.
+    """
+    cls = hparams_class(config)
+    if cls is None:
+        return None
+    try:
+        return cls.from_custom_config({"hparams": dict(config.hparams)})
+    except (TypeError, ValueError) as e:
+        message = str(e)
+        raise ConfigError(message if message.startswith("hparams") else f"hparams: {message}") from e
+
+
+def load_gate_policy(config: PipelineConfig):
+    """The data gate's policy (calibrated limits and opt-outs), checked against the schema.
+
+    Raises:
+      ConfigError: naming the policy file and the field.
+    """
+    from components.data_gate import policy as gate_policy
+
+    if config.gate_policy is None:
+        return gate_policy.GatePolicy()
+    try:
+        policy = gate_policy.load(config.gate_policy)
+        gate_policy.check_features(policy, schema_features(config.schema_path))
+    except gate_policy.PolicyError as e:
+        raise ConfigError(f"gate_policy: {e}") from e
+    return policy
+
+
+def schema_features(schema_path: str) -> list[str]:
+    """Feature names of the curated schema (tensorflow_metadata's proto: no TensorFlow)."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    try:
+        with open(schema_path, encoding="utf-8") as f:
+            schema = text_format.Parse(f.read(), schema_pb2.Schema())
+    except (OSError, text_format.ParseError) as e:
+        raise ConfigError(f"schema_path: cannot read {schema_path}: {e}") from e
+    return [f.name for f in schema.feature]
