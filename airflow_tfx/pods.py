@@ -4,9 +4,8 @@ The image is built from `Dockerfile` (the same `requirements/tfx.lock` as the lo
 the project installed). Every task of the DAG becomes a `KubernetesPodOperator` that runs
 `python -m task_host.pod -- <the same retrain command>`; the pod leaves the command's
 exit code and `RESULT` line where the operator's xcom sidecar reads them, and the task's
-state is decided by the same code as for a local process (operators.CommandOutcome,
-NodeOutcome, SummaryOutcome): a gate stop still fails without retries, a skipped node is
-still skipped.
+state is decided by the same code as for a local process (airflow_tfx/outcomes.py): a
+gate stop still fails without retries, a skipped node is still skipped.
 
 Each pod gets: the image and pull policy; the workdir's PersistentVolumeClaim mounted at
 the workdir path the DAG uses (pipeline root, run folders, MLMD SQLite if used, the
@@ -26,16 +25,10 @@ from typing import Any
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from kubernetes.client import models as k8s
 
+from airflow_tfx import outcomes
+from airflow_tfx.hooks import CommandRun, drop_empty_options
 from airflow_tfx.links import GovernanceReportLink
-from airflow_tfx.operators import (
-    CommandOutcome,
-    NodeOutcome,
-    RetrainTask,
-    RolloutOutcome,
-    SummaryOutcome,
-    _drop_empty_options,
-    node_arguments,
-)
+from airflow_tfx.operators import RetrainTask, node_arguments
 from core import nodes
 from task_host import pod
 
@@ -100,7 +93,7 @@ def pod_arguments(settings: Mapping[str, Any], *, pipeline: str, task_id: str, w
     }
 
 
-class TfxPodOperator(CommandOutcome, RetrainTask, KubernetesPodOperator):
+class TfxPodOperator(RetrainTask, KubernetesPodOperator):
     """`retrain <arguments>` in a pod of the TFX runtime image; the task fails if the command does."""
 
     ui_color = "#e6eefa"
@@ -115,15 +108,16 @@ class TfxPodOperator(CommandOutcome, RetrainTask, KubernetesPodOperator):
     def _do_render_template_fields(self, parent, template_fields, context, jinja_env, seen_oids) -> None:
         super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
         if parent is self:  # blank optional params (`--window ""`) are dropped, as for a process
-            self.arguments = _drop_empty_options(self.arguments)
+            self.arguments = drop_empty_options(self.arguments)
 
-    def run_command(self, context: Any):
-        return pod.read_pod_reply(KubernetesPodOperator.execute(self, context))
+    def run_command(self, context: Any) -> CommandRun:
+        return CommandRun(*pod.read_pod_reply(KubernetesPodOperator.execute(self, context)))
 
 
-class RunSummaryPodOperator(SummaryOutcome, TfxPodOperator):
+class RunSummaryPodOperator(TfxPodOperator):
     """The run's summary in a pod; alerts on a refused candidate."""
 
+    outcome = staticmethod(outcomes.summary)
     template_fields: Sequence[str] = (*KubernetesPodOperator.template_fields, "span")
 
     def __init__(self, *, alert_settings: dict, span: str, **kwargs):
@@ -132,18 +126,20 @@ class RunSummaryPodOperator(SummaryOutcome, TfxPodOperator):
         self.span = span
 
 
-class RolloutDecisionPodOperator(RolloutOutcome, TfxPodOperator):
+class RolloutDecisionPodOperator(TfxPodOperator):
     """The rollout controller's decision in a pod; alerts on promotions, roll-backs and the floor."""
 
+    outcome = staticmethod(outcomes.rollout)
     def __init__(self, *, alert_settings: dict, **kwargs):
         super().__init__(**kwargs)
         self.alert_settings = alert_settings
 
 
-class TfxNodePodOperator(NodeOutcome, TfxPodOperator):
+class TfxNodePodOperator(TfxPodOperator):
     """One TFX node of the run in a pod sized for its resource class."""
 
     ui_color = "#fff3d6"
+    outcome = staticmethod(outcomes.node)
 
     def __init__(self, *, node_id: str, workdir: str, pipeline: str, **kwargs):
         super().__init__(arguments=node_arguments(node_id, workdir, pipeline), pipeline=pipeline, **kwargs)

@@ -1,6 +1,6 @@
 """How a pipeline runs under Airflow: the config's `airflow:` and `alerts:` blocks, as settings classes.
 
-The TFX runtime checks them when it loads a config (`pipelines/config.py`) and copies them
+The TFX runtime checks them when it loads a config (`pipelines/config/`) and copies them
 into the compiled DAG file; the DAG factory reads them from there (no TFX import at
 parse time). Both sides take the keys, defaults and checks from the classes here (the
 shared loader of core/settings.py refuses unknown keys and wrong types).

@@ -13,7 +13,7 @@ def test_the_site_builds_strictly_with_the_generated_reference(tmp_path):
                           timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     config = open(os.path.join(REPO, "site", "reference", "config", "index.html"), encoding="utf-8").read()
-    # Generated from the typed config: a key and the comment above it in pipelines/config.py.
+    # Generated from the typed config: a key and the comment above it in pipelines/config/schema.py.
     assert "window_spans" in config and "How many monthly spans" in config
     cli = open(os.path.join(REPO, "site", "reference", "cli", "index.html"), encoding="utf-8").read()
     assert "retrain rollout" in cli and "--reason" in cli

@@ -83,7 +83,7 @@ class TrainingBudget(Settings):
     """How much the Trainer trains: `epochs` passes over the training split, or `examples`
     examples, or `steps` steps (one of them), and a ceiling on the examples of one run.
 
-    The `training` entry of the Trainer's custom_config (pipelines/config.py writes it).
+    The `training` entry of the Trainer's custom_config (pipelines/factory.py writes it from the config).
     """
 
     epochs: float | None = None
