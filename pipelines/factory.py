@@ -12,14 +12,11 @@ import functools
 import json
 import os
 
-import tensorflow_model_analysis as tfma
-from google.protobuf import wrappers_pb2
-
 from components.approval_gate.component import ApprovalGate
 from components.atomic_pusher.component import AtomicPusher
 from components.data_gate import measures as gate_measures
 from components.data_gate.component import DataGate, DataGateReport
-from components.evaluator import new_span, regression_metrics
+from components.evaluator import eval_config as eval_config_lib
 from components.evaluator.component import Evaluator
 from components.example_gen.component import CsvExampleGen
 from components.resolvers.baseline_model import LastBlessedModelStrategy
@@ -63,76 +60,6 @@ NODE_STAGES = {
 _BASELINE_LOOKBACK_MONTHS = 12
 
 
-def _overall_only(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThreshold:
-    """Applies a threshold to the overall slice only: a slice of three trips has no
-    meaningful AUC and must not veto a model; per-slice metrics are still computed."""
-    return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
-
-
-# AUC's confusion matrices at 1,000 thresholds instead of TFMA's 10,000: with confidence
-# intervals they are recomputed per jackknife sample and per slice, which made the
-# Evaluator the slowest node of a taxi run (measured on 3 spans: 56.6 s -> 14.0 s). On a
-# pushed taxi model's 404 examples: AUC 0.92297 at 1,000 thresholds, 0.92296 at 10,000,
-# 0.92301 exact (scikit-learn).
-_AUC_THRESHOLDS = 1000
-
-
-def _thresholded(metric: str, lower_bound: float, max_decrease: float | None = None,
-                 metric_config: dict | None = None) -> tfma.MetricConfig:
-    """A metric with a floor and, optionally, the largest drop tolerated vs the baseline."""
-    change = None
-    if max_decrease is not None:
-        change = tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -max_decrease}
-        )
-    threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": lower_bound}),
-        change_threshold=change,
-    )
-    return tfma.MetricConfig(class_name=metric, per_slice_thresholds=[_overall_only(threshold)],
-                             config=json.dumps(metric_config) if metric_config else "")
-
-
-def _error_metric(metric: str, ceiling: float | None, max_relative_rise: float | None) -> tfma.MetricConfig:
-    """An error metric (lower is better): an optional ceiling and, optionally, the largest
-    rise vs the baseline relative to the baseline's value (0.1 = 10%)."""
-    threshold = tfma.MetricThreshold()
-    if ceiling is not None:
-        threshold.value_threshold.CopyFrom(tfma.GenericValueThreshold(upper_bound={"value": ceiling}))
-    if max_relative_rise is not None:
-        threshold.change_threshold.CopyFrom(tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.LOWER_IS_BETTER, relative={"value": max_relative_rise}))
-    # TFMA's own classes double-count an accumulator on merge (components/evaluator/regression_metrics.py).
-    config = tfma.MetricConfig(class_name=metric, module=regression_metrics.__name__)
-    if threshold.ListFields():
-        config.per_slice_thresholds.append(_overall_only(threshold))
-    return config
-
-
-def _metrics(config: PipelineConfig) -> list[tfma.MetricConfig]:
-    """The metrics and thresholds of the config's task (thresholds on the overall slice);
-    their names are core.tasks.KEY_METRICS."""
-    if config.task == tasks.REGRESSION:
-        return [
-            _error_metric("MeanSquaredError", config.max_mse, config.max_mse_increase),
-            _error_metric("MeanAbsoluteError", config.max_mae, config.max_mae_increase),
-            # Relative to the label: comparable across datasets and scales (labels near zero inflate it).
-            _error_metric("MeanAbsolutePercentageError", config.max_mape, None),
-        ]
-    if config.task == tasks.MULTICLASS:
-        return [_thresholded("SparseCategoricalAccuracy", config.min_accuracy, config.max_accuracy_decrease)]
-    return [
-        _thresholded("AUC", config.min_auc, config.max_auc_decrease, {"num_thresholds": _AUC_THRESHOLDS}),
-        _thresholded("BinaryAccuracy", config.min_accuracy),
-    ]
-
-
-_CI_METHODS = {
-    "jackknife": tfma.ConfidenceIntervalOptions.JACKKNIFE,
-    "bootstrap": tfma.ConfidenceIntervalOptions.POISSON_BOOTSTRAP,
-}
-
-
 def _signing_params(config: PipelineConfig) -> dict:
     """Where the Pusher and the serving check find the signing key: the configured path and
     the workdir (for $RETRAIN_SIGNING_KEY or the demo key, resolved when they run, so no
@@ -140,31 +67,6 @@ def _signing_params(config: PipelineConfig) -> dict:
     if not config.signing_enabled:
         return {}
     return {"signing_key": config.signing_key or "", "signing_workdir": os.path.abspath(config.workdir)}
-
-
-def _eval_config(config: PipelineConfig) -> tfma.EvalConfig:
-    """The task's metrics, overall and per slice, with value and change-vs-baseline
-    thresholds, and confidence intervals (the Evaluator judges a drop by its significance)."""
-    return tfma.EvalConfig(
-        options=tfma.Options(
-            compute_confidence_intervals=wrappers_pb2.BoolValue(value=True),
-            confidence_intervals=tfma.ConfidenceIntervalOptions(method=_CI_METHODS[config.interval_method]),
-        ),
-        model_specs=[
-            tfma.ModelSpec(
-                signature_name="serving_default",
-                label_key=config.label_key,
-                preprocessing_function_names=["transform_features"],
-            )
-        ],
-        slicing_specs=[tfma.SlicingSpec()]
-        + [tfma.SlicingSpec(feature_keys=[f]) for f in config.slice_features]
-        # Each span of the window (the Evaluator tags the examples): the new span alone.
-        + ([tfma.SlicingSpec(feature_keys=[new_span.SPAN_FEATURE])] if config.new_span_settings.enabled else []),
-        metrics_specs=[
-            tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *_metrics(config)])
-        ],
-    )
 
 
 def _approved(approval_gate):
@@ -210,7 +112,8 @@ def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
 
 
 def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
-    """Builds the retraining pipeline for one span.
+    """Builds the retraining pipeline for one span, stage by stage (ingest and validate,
+    train, evaluate, push), the stages orchestrators show (NODE_STAGES).
 
     Args:
       config: a validated config whose `span` is set (runners resolve "latest").
@@ -224,6 +127,59 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     """
     if config.span is None:
         raise ValueError("create_pipeline needs config.span; resolve the latest span first")
+    ingest = ingest_and_validate(config)
+    training = train(config, ingest)
+    evaluator = evaluate(config, training)
+    pushing = push(config, ingest, training, evaluator)
+    components = [*ingest.components(), *training.components(), evaluator, *pushing.components()]
+    # Every reader of a run (records, reports, backfill, DAG wiring) keys nodes by
+    # `core.nodes`; a node whose id is not there would be invisible to them.
+    # Each Beam node on the profile its data asks for (pipelines/beam.py); none at pipeline level.
+    for node, choice in beam_choices(config).items():
+        component = next((c for c in components if c.id == node), None)
+        if component is not None and choice.args:
+            component.with_beam_pipeline_args(list(choice.args))
+    unknown = sorted(c.id for c in components if c.id not in NODE_STAGES)
+    if unknown:
+        raise ValueError(f"node ids {unknown} are not in core.nodes/NODE_STAGES")
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        components=components,
+        enable_cache=config.enable_cache,
+        # Without its password: the IR is written to the run folder; the node runner adds
+        # the password from the environment (core.metadata.with_password).
+        metadata_connection_config=metadata.connection_config(
+            dataclasses.replace(config.metadata_store, password="")),
+        beam_pipeline_args=[],
+    )
+
+
+def _fields(stage) -> list:
+    """A stage's nodes in field order (the objects themselves: dataclasses.astuple copies)."""
+    return [getattr(stage, f.name) for f in dataclasses.fields(stage)]
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestStage:
+    """The new span in, checked: ExampleGen, statistics, schema, validation, the data gate
+    (and the serving skew check of the served model's traffic, unless it is off)."""
+
+    example_gen: object
+    statistics_gen: object
+    schema_importer: object
+    example_validator: object
+    baseline_resolver: object
+    data_gate: object
+    served_stats_resolver: object | None
+    serving_skew: object | None
+
+    def components(self) -> list:
+        return [c for c in _fields(self) if c is not None]
+
+
+def ingest_and_validate(config: PipelineConfig) -> IngestStage:
+    """The ingest-and-validate stage for `config.span`."""
     span = config.span
 
     # Ingest exactly one span, the way a scheduled run receives new data: CSV, or TFRecords
@@ -307,7 +263,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     # with the gate's limits; with `serving_skew.action: block`, a skewed feature stops the
     # run before training, as the gate does.
     skew = config.skew_settings
-    serving_skew = None
+    served_stats_resolver = serving_skew = None
     if skew.action != "off":
         served_stats_resolver = tfx.dsl.Resolver(
             strategy_class=ServedModelStatisticsStrategy,
@@ -335,6 +291,29 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             span=span,
         ).with_id(nodes.SERVING_SKEW)
 
+    return IngestStage(example_gen, statistics_gen, schema_importer, example_validator, baseline_resolver, data_gate,
+                       served_stats_resolver, serving_skew)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainStage:
+    """The window, its transform graph (with the analyzer cache), the baseline model and
+    the Trainer."""
+
+    window_resolver: object
+    cache_resolver: object
+    transform: object
+    trainer: object
+    model_resolver: object
+
+    def components(self) -> list:
+        return _fields(self)
+
+
+def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
+    """The train stage: after the gate, on the window of recent spans."""
+    span = config.span
+
     # The training window: the newest ingestion of each span of the last `window_spans`
     # months that passed the gate (this span included: the gate ran first).
     first, last = spans.window(span, config.window_spans)
@@ -343,14 +322,14 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         config={"start_span": first, "end_span": last, "require_key": "reports", "pipeline_name": config.pipeline_name},
         examples=tfx.dsl.Channel(
             type=tfx.types.standard_artifacts.Examples,
-            producer_component_id=example_gen.id,
+            producer_component_id=ingest.example_gen.id,
             output_key="examples",
         ),
         reports=tfx.dsl.Channel(
             type=DataGateReport, producer_component_id=nodes.DATA_GATE, output_key="report"
         ),
     ).with_id(nodes.WINDOW_RESOLVER)
-    window_resolver.add_upstream_node(data_gate)
+    window_resolver.add_upstream_node(ingest.data_gate)
 
     # tf.Transform's analyzer cache of the last run of an earlier span
     # (components/resolvers/transform_cache.py): each span's analyzer results, so a run analyzes only
@@ -371,7 +350,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     # batch. StatisticsGen already profiles the raw data, so Transform's own stats are off.
     transform = tfx.components.Transform(
         examples=window_resolver.outputs["examples"],
-        schema=schema_importer.outputs["schema"],
+        schema=ingest.schema_importer.outputs["schema"],
         preprocessing_fn=config.preprocessing_fn,
         analyzer_cache=cache_resolver.outputs["cache"],
         materialize=False,
@@ -394,7 +373,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         run_fn=config.run_fn,
         examples=window_resolver.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
-        schema=schema_importer.outputs["schema"],
+        schema=ingest.schema_importer.outputs["schema"],
         base_model=model_resolver.outputs["model"] if config.warm_start else None,
         # Epochs or examples become steps in the Trainer, which counts the window's
         # examples (TrainingBudget); a step budget is TFX's own num_steps as well.
@@ -407,19 +386,28 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         },
     )
 
-    if serving_skew is not None and skew.action == "block":
-        trainer.add_upstream_node(serving_skew)
+    if ingest.serving_skew is not None and config.skew_settings.action == "block":
+        trainer.add_upstream_node(ingest.serving_skew)
 
+    return TrainStage(window_resolver, cache_resolver, transform, trainer, model_resolver)
+
+
+def evaluate(config: PipelineConfig, training: TrainStage):
+    """The Evaluator: the candidate against the baseline, by the TFMA config beside it
+    (components/evaluator/eval_config.py)."""
     # Candidate vs baseline on the eval splits of the window (the new span included): records
     # hash to the same split in every run, so neither model has trained on them, and both
     # are scored on the same examples (a seeded sample of them above max_eval_examples). A
     # drop vs the baseline refuses only when significant; so does a collapse of the
     # baseline's quality on the new span alone (bad data, not a worse model).
     evaluator = Evaluator(
-        examples=window_resolver.outputs["examples"],
-        model=trainer.outputs["model"],
-        baseline_model=model_resolver.outputs["model"],
-        eval_config=_eval_config(config),
+        examples=training.window_resolver.outputs["examples"],
+        model=training.trainer.outputs["model"],
+        baseline_model=training.model_resolver.outputs["model"],
+        eval_config=eval_config_lib.eval_config(
+            task=config.task, label_key=config.label_key, slice_features=config.slice_features,
+            interval_method=config.interval_method, slice_by_span=config.new_span_settings.enabled,
+            thresholds={k: getattr(config, k) for k in eval_config_lib.THRESHOLD_KEYS}),
         significance_level=config.significance_level,
         min_eval_examples=config.min_eval_examples,
         max_eval_examples=config.max_eval_examples,
@@ -427,6 +415,25 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         new_span=config.new_span_settings.to_dict(),
     )
 
+    return evaluator
+
+
+@dataclasses.dataclass(frozen=True)
+class PushStage:
+    """What runs only for a blessed candidate: the serving check, a reviewer's approval
+    (opt-in), the atomic push and the TFLite variants (opt-in)."""
+
+    serving_check: object | None
+    approval_gate: object | None
+    pusher: object
+    tflite_export: object | None
+
+    def components(self) -> list:
+        return [c for c in _fields(self) if c is not None]
+
+
+def push(config: PipelineConfig, ingest: IngestStage, training: TrainStage, evaluator) -> PushStage:
+    """The push stage, under the condition that the Evaluator blessed the candidate."""
     # Only a blessed model goes on: otherwise both nodes below are skipped, not run.
     with tfx.dsl.Cond(evaluator.outputs["blessing"].future()[0].custom_property("blessed") == 1):
         # The candidate must load in a separate model server and answer real requests
@@ -434,8 +441,8 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         serving_check = None
         if config.enable_serving_check:
             serving_check = ServingCheck(
-                model=trainer.outputs["model"],
-                examples=example_gen.outputs["examples"],
+                model=training.trainer.outputs["model"],
+                examples=ingest.example_gen.outputs["examples"],
                 model_name=config.model_name,
                 num_requests=config.serving_check_requests,
                 max_latency_ms=config.serving_max_latency_ms,
@@ -445,14 +452,14 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         if config.require_approval:
             # A reviewer's decision (Airflow's approval prompt or `retrain approve`),
             # recorded in MLMD; the push below happens only if it is "approve".
-            approval_gate = ApprovalGate(model=trainer.outputs["model"], pipeline_root=config.pipeline_root)
+            approval_gate = ApprovalGate(model=training.trainer.outputs["model"], pipeline_root=config.pipeline_root)
             if serving_check is not None:
                 approval_gate.add_upstream_node(serving_check)
         with _approved(approval_gate):
             # Atomic push (TF Serving never sees half a version), with warm-up requests; keeps
             # the newest `keep_versions` versions for rollback. Not pushed unless infra-blessed.
             pusher = AtomicPusher(
-                model=trainer.outputs["model"],
+                model=training.trainer.outputs["model"],
                 model_blessing=evaluator.outputs["blessing"],
                 infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
                 push_destination=tfx.proto.PushDestination(
@@ -472,8 +479,8 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             lite = config.tflite_settings
             if lite is not None:
                 tflite_export = TFLiteExport(
-                    model=trainer.outputs["model"],
-                    examples=window_resolver.outputs["examples"],
+                    model=training.trainer.outputs["model"],
+                    examples=training.window_resolver.outputs["examples"],
                     pushed_model=pusher.outputs["pushed_model"],
                     signature=lite.signature,
                     input_key=lite.input_key,
@@ -485,43 +492,4 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
                     **_signing_params(config),
                 ).with_id(nodes.TFLITE_EXPORT)
 
-    components = [
-        example_gen,
-        statistics_gen,
-        schema_importer,
-        example_validator,
-        baseline_resolver,
-        data_gate,
-        *([served_stats_resolver, serving_skew] if serving_skew else []),
-        window_resolver,
-        cache_resolver,
-        transform,
-        trainer,
-        model_resolver,
-        evaluator,
-        *([serving_check] if serving_check else []),
-        *([approval_gate] if approval_gate else []),
-        pusher,
-        *([tflite_export] if tflite_export else []),
-    ]
-    # Every reader of a run (records, reports, backfill, DAG wiring) keys nodes by
-    # `core.nodes`; a node whose id is not there would be invisible to them.
-    # Each Beam node on the profile its data asks for (pipelines/beam.py); none at pipeline level.
-    for node, choice in beam_choices(config).items():
-        component = next((c for c in components if c.id == node), None)
-        if component is not None and choice.args:
-            component.with_beam_pipeline_args(list(choice.args))
-    unknown = sorted(c.id for c in components if c.id not in NODE_STAGES)
-    if unknown:
-        raise ValueError(f"node ids {unknown} are not in core.nodes/NODE_STAGES")
-    return tfx.dsl.Pipeline(
-        pipeline_name=config.pipeline_name,
-        pipeline_root=config.pipeline_root,
-        components=components,
-        enable_cache=config.enable_cache,
-        # Without its password: the IR is written to the run folder; the node runner adds
-        # the password from the environment (core.metadata.with_password).
-        metadata_connection_config=metadata.connection_config(
-            dataclasses.replace(config.metadata_store, password="")),
-        beam_pipeline_args=[],
-    )
+    return PushStage(serving_check, approval_gate, pusher, tflite_export)
