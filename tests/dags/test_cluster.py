@@ -140,7 +140,8 @@ def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster)
 
     # The UI: the grid, each task's link to its run's governance report, the report itself.
     base = f"http://127.0.0.1:{cluster['AIRFLOW_PORT']}"
-    ui.screenshot(f"{base}/dags/taxi_retraining", "airflow-taxi-grid.png", os.path.join(cluster["root"], "chromium"))
+    ui.screenshot(f"{base}/dags/taxi_retraining", "airflow-taxi-grid.png", os.path.join(cluster["root"], "chromium"),
+                  shows=("taxi_retraining", "validate_data"))
     run = urllib.parse.quote(run_ids[201303], safe="")
     links = ui.api(base, "GET", f"/api/v2/dags/taxi_retraining/dagRuns/{run}/taskInstances/governance_report/links")
     url = links["extra_links"]["Governance report"]
@@ -153,4 +154,5 @@ def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster)
     assert trainer["extra_links"]["Governance report"] == links["extra_links"]["Governance report"]
     with pytest.raises(urllib.error.HTTPError):  # only governance files are served
         urllib.request.urlopen(base + "/retrain/reports/taxi/../../../metadata/taxi.sqlite", timeout=30)
-    ui.screenshot(url, "airflow-governance-report.png", os.path.join(cluster["root"], "chromium2"), "1200,2400")
+    ui.screenshot(url, "airflow-governance-report.png", os.path.join(cluster["root"], "chromium2"), "1200,2400",
+                  shows=("governance report", "PUSHED", "<svg"))

@@ -160,8 +160,8 @@ def test_a_span_announced_through_the_rest_api_starts_its_run(standalone, first_
 
 def test_the_grid_and_the_assets_view_render(standalone, first_run):
     profile = str(standalone["root"] / "chromium")
-    ui.screenshot(f"{standalone['base']}/dags/{RETRAIN}", "airflow-taxi-dag.png", profile)
-    ui.screenshot(f"{standalone['base']}/assets", "airflow-taxi-assets.png", profile)
+    ui.screenshot(f"{standalone['base']}/dags/{RETRAIN}", "airflow-taxi-dag.png", profile, shows=(RETRAIN, "validate_data"))
+    ui.screenshot(f"{standalone['base']}/assets", "airflow-taxi-assets.png", profile, shows=("taxi_spans",))
 
 
 def test_stop_ends_airflow_and_the_warm_runtime(standalone, first_run):

@@ -45,18 +45,31 @@ def wait_for_dag(base: str, dag_id: str, timeout_s: float = 180) -> dict:
             time.sleep(3)
 
 
-def screenshot(url: str, name: str, profile: str, size: str = "1600,1000") -> str:
-    """A headless Chromium screenshot of `url` in test-artifacts/NAME; asserts it rendered."""
+def _chromium(profile: str, size: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", f"--window-size={size}", "--virtual-time-budget=20000", *args],
+        check=True, timeout=180, capture_output=True, text=True,
+    )
+
+
+def rendered_text(url: str, profile: str, size: str = "1600,1000") -> str:
+    """The page's DOM after its scripts ran (headless Chromium's --dump-dom), as text."""
+    return _chromium(profile, size, "--dump-dom", url).stdout
+
+
+def screenshot(url: str, name: str, profile: str, size: str = "1600,1000", shows: tuple[str, ...] = ()) -> str:
+    """A headless Chromium screenshot of `url` in test-artifacts/NAME, after checking that the
+    rendered page shows each of `shows` (its DOM, not the picture's size)."""
+    if shows:
+        dom = rendered_text(url, profile, size)
+        missing = [text for text in shows if text not in dom]
+        assert not missing, f"{url} rendered without {missing}: {dom[:2000]}"
     os.makedirs(ARTIFACTS, exist_ok=True)
     shot = os.path.join(ARTIFACTS, name)
     if os.path.exists(shot):
         os.remove(shot)
-    subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", f"--window-size={size}", "--virtual-time-budget=20000",
-         f"--screenshot={shot}", url],
-        check=True, timeout=180, capture_output=True,
-    )
-    assert os.path.getsize(shot) > 20_000, shot  # a rendered page, not a blank one
+    _chromium(profile, size, f"--screenshot={shot}", url)
+    assert os.path.exists(shot), shot
     return shot

@@ -97,10 +97,17 @@ def test_report_html_renders_in_headless_chromium(pushed, tmp_path):
     shot = os.path.join(ARTIFACTS, "governance-report.png")
     if os.path.exists(shot):
         os.remove(shot)
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}",
-                    "--window-size=1200,2400", f"--screenshot={shot}", "file://" + summary["report"]],
-                   capture_output=True, timeout=120)
-    assert os.path.getsize(shot) > 20_000  # a rendered page, not a blank one
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}",
+               "--window-size=1200,2400"]
+    # What the browser built from the page (its DOM after rendering), not the picture's size.
+    dom = subprocess.run([*browser, "--dump-dom", "file://" + summary["report"]], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    for section in ("Decision", "Evaluation", "Model card"):
+        assert f"<h2>{section}" in dom, section
+    assert dom.count("<svg") >= 3 and "<table" in dom
+    subprocess.run([*browser, f"--screenshot={shot}", "file://" + summary["report"]], capture_output=True, timeout=120,
+                   check=True)
+    assert os.path.exists(shot)  # kept in test-artifacts/ for a person to look at
 
 
 def test_models_lists_every_candidate_with_its_report(env, pushed):
