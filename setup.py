@@ -15,6 +15,6 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["core*", "runner*", "retrain*", "pipelines*", "components*", "csv_engine*",
                                     "trainer_toolkit*", "serving*", "governance*", "rollout*", "airflow_tfx*", "task_host*"]),
-    package_data={"pipelines": ["*/config.yaml"], "runner": ["templates/*.tmpl"]},
+    package_data={"pipelines": ["*/config.yaml"], "runner": ["scaffold_templates/*.tmpl"]},
     entry_points={"console_scripts": ["retrain = retrain.cli:entry_point"]},
 )

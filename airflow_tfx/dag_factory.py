@@ -40,7 +40,7 @@ from airflow.sdk import (
 )
 
 from airflow_tfx import alerts, arrivals, links
-from airflow_tfx import template as template_lib
+from airflow_tfx import compiled_dag as template_lib
 from airflow_tfx.operators import ProcessTasks
 from core import airflow_settings, layout, metadata, nodes
 

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_tfx.template import REPO
+from airflow_tfx.compiled_dag import REPO
 from core import metadata
 from core.results import NodeResult, parse_result_line
 from task_host import client as warm

@@ -19,9 +19,9 @@ from airflow.sdk import BaseOperator, BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_tfx import outcomes
+from airflow_tfx.compiled_dag import REPO
 from airflow_tfx.hooks import CommandRun, TfxRuntimeHook
 from airflow_tfx.links import GovernanceReportLink
-from airflow_tfx.template import REPO
 from core import exit_codes
 from core.results import NodeResult
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from airflow_tfx import template as template_lib
+from airflow_tfx import compiled_dag as template_lib
 
 
 def pools(template_paths: list[str]) -> dict[str, int]:

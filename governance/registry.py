@@ -15,7 +15,7 @@ from core.mlmd import props
 from governance import record as record_lib
 from governance import report as report_lib
 from serving.repository import history, model_config, versions
-from serving.repository.layout import discover
+from serving.repository.base_path import discover
 
 
 def _training_execution(store, model):

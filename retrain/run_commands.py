@@ -106,7 +106,7 @@ def cmd_run(args) -> int:
 
 def compile_template(config_path: str, out: str) -> dict:
     """Writes the DAG template of a pipeline config (what `retrain compile` does); returns it."""
-    from airflow_tfx import template as dag_template
+    from airflow_tfx import compiled_dag as dag_template
     from core import spans
     from pipelines import config as config_lib
     from pipelines.factory import NODE_STAGES

@@ -115,7 +115,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import json
 
     from serving.repository import signing
-    from serving.repository.layout import discover
+    from serving.repository.base_path import discover
 
     trusted = args.trusted_key
     if not trusted:

@@ -243,7 +243,7 @@ def prepare(config: PipelineConfig, run_id: str, expect: str | None, log: Callab
       StaleTemplate: the DAG was built from other pipeline code (before any work).
       BackfillError: an earlier span could not be ingested.
     """
-    from airflow_tfx import template as dag_template
+    from airflow_tfx import compiled_dag as dag_template
     from runner import node_runner
 
     folder = layout.run_dir(config.workdir, config.pipeline_name, run_id)

@@ -3,7 +3,7 @@
 `plan()` reads the spans and checks everything first (name, targets, data, label, task),
 writing nothing; `write()` then writes the curated schema, the pipeline package
 (`features.py`, `preprocessing.py`, `model.py`, `hparams.py`, `config.yaml`) and the DAG
-file from `runner/templates/`, and calibrates the data gate on the spans' own history.
+file from `runner/scaffold_templates/`, and calibrates the data gate on the spans' own history.
 If a step fails, what it wrote is removed and anything it replaced (`--force`) is put back.
 
 How columns become features (the choices are written into features.py, to edit):
@@ -30,7 +30,7 @@ from core.errors import BadInput
 from pipelines.config import PipelineConfig
 from runner import preflight
 
-TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scaffold_templates")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 SKEW_LIMIT = 2.0
 MAX_CODES = 32

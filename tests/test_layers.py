@@ -155,7 +155,7 @@ def test_core_and_airflow_glue_import_no_tensorflow():
         "import sys\n"
         "import core.exit_codes, core.errors, core.files, core.layout, core.nodes, core.outcome, core.results,"
         " core.run_folder, core.spans, core.logs, task_host.protocol, task_host.client, task_host.pod, task_host.spawn,"
-        " serving.repository.layout, serving.repository.versions, serving.server.grpc_front, retrain.cli\n"
+        " serving.repository.base_path, serving.repository.versions, serving.server.grpc_front, retrain.cli\n"
         "heavy = sorted(m for m in ('tensorflow', 'tfx', 'apache_beam', 'tensorflow_model_analysis') if m in sys.modules)\n"
         "print(heavy)\n"
     )

@@ -18,8 +18,8 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from airflow_tfx import links
+from airflow_tfx.compiled_dag import REPO
 from airflow_tfx.dag_factory import WORKDIR_ENV
-from airflow_tfx.template import REPO
 
 app = FastAPI(title="Retraining governance reports")
 

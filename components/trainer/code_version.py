@@ -1,5 +1,5 @@
 """The code version a model was trained with: git commit, dirty tree, and a content hash of
-the pipeline code (what `airflow_tfx.template` fingerprints), for governance."""
+the pipeline code (what `airflow_tfx.compiled_dag` fingerprints), for governance."""
 
 from __future__ import annotations
 

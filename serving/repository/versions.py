@@ -18,7 +18,7 @@ import time
 from core import files
 from serving.errors import FailedPrecondition, InvalidArgument
 from serving.repository import history, model_config
-from serving.repository.layout import discover
+from serving.repository.base_path import discover
 
 CONFIG_FILENAME = "models.config"
 ROLLOUT_FILENAME = "rollout.json"

@@ -24,7 +24,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 
 from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.repository import model_config, signing, versions
-from serving.repository.layout import discover
+from serving.repository.base_path import discover
 from serving.server import batching, request_log
 from serving.server.batching import Batcher, BatchOptions
 from serving.server.metrics import Metrics

@@ -15,10 +15,10 @@ from airflow.sdk.exceptions import (
     AirflowTaskTimeout,
 )
 
+from airflow_tfx.compiled_dag import REPO
 from airflow_tfx.hooks import drop_empty_options as _drop_empty_options
 from airflow_tfx.operators import TfxNodeOperator
 from airflow_tfx.outcomes import failure_for_exit_code
-from airflow_tfx.template import REPO
 from core import exit_codes
 from task_host import client as warm
 

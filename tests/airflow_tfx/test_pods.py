@@ -13,9 +13,9 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_tfx import pods
+from airflow_tfx.compiled_dag import REPO
 from airflow_tfx.dag_factory import build_dag
 from airflow_tfx.operators import TfxNodeOperator
-from airflow_tfx.template import REPO
 from task_host import pod
 
 TEMPLATE = os.path.join(REPO, "dags", "compiled", "taxi.json")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from airflow_tfx.template import REPO
+from airflow_tfx.compiled_dag import REPO
 
 _CHECK = r"""
 import json, os

@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from airflow_tfx.template import REPO
+from airflow_tfx.compiled_dag import REPO
 from tests.dags import ui
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from airflow_tfx.template import REPO
+from airflow_tfx.compiled_dag import REPO
 from core import layout
 from tests import smtp_inbox
 

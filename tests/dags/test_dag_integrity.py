@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from airflow_tfx import alerts, links
-from airflow_tfx import template as template_lib
+from airflow_tfx import compiled_dag as template_lib
 from airflow_tfx.dag_factory import build_arrivals_dag, build_dag
 
 REPO = template_lib.REPO

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from airflow_tfx.template import REPO
+from airflow_tfx.compiled_dag import REPO
 from core import layout
 from tests import smtp_inbox
 from tests.dags.test_dag_e2e import AIRFLOW, TFX_PYTHON

@@ -22,7 +22,7 @@ import urllib.parse
 
 import pytest
 
-from airflow_tfx.template import REPO
+from airflow_tfx.compiled_dag import REPO
 from core import layout
 from task_host import client as warm
 from tests import smtp_inbox

@@ -9,7 +9,7 @@ import time
 import urllib.error
 import urllib.request
 
-from airflow_tfx.template import REPO
+from airflow_tfx.compiled_dag import REPO
 
 ARTIFACTS = os.path.join(REPO, "test-artifacts")
 # Every user is an admin: no login page to click through in a headless browser.

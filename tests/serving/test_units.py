@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from serving.errors import InvalidArgument, NotFound
 from serving.repository import model_config
-from serving.repository.layout import discover
+from serving.repository.base_path import discover
 from serving.server import frames, tensors
 from serving.server import manager as manager_lib
 from serving.server.batching import Batcher, BatchOptions, derived

@@ -1,4 +1,5 @@
-"""The DAG template: a compiled pipeline's nodes, edges and stages, as JSON.
+"""The compiled DAG file (`dags/compiled/<pipeline>.json`, "the DAG template" in messages):
+a compiled pipeline's nodes, edges and stages, as JSON.
 
 `retrain compile` (TFX runtime) writes it from the pipeline's IR; DAG files (Airflow) read
 it. It carries a fingerprint of the pipeline code so a DAG built from a stale template
