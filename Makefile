@@ -25,7 +25,7 @@ PYTHON310 ?= $(shell for p in python3.10 $$HOME/.pyenv/versions/3.10*/bin/python
 	/root/.pyenv/versions/3.10*/bin/python3.10 /usr/local/bin/python3.10 /usr/bin/python3.10; do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 
-.PHONY: help venv airflow-venv compile demo rollout-demo run-local test test-tfx test-tfx-lane2 test-lane2 test-airflow airflow airflow-stop \
+.PHONY: help venv airflow-venv compile demo rollout-demo run-local test test-tfx test-tfx-lane2 test-shuffled test-lane2 test-airflow airflow airflow-stop \
 	airflow-cluster airflow-cluster-stop services services-stop lock clean docs docs-venv
 
 help:
@@ -131,6 +131,13 @@ TFX_LANE2 := tests/runner/test_parallel_runs.py tests/task_host/test_warm_server
 test-tfx: venv /usr/bin/chromium
 	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags \
 	  $(addprefix --ignore=,$(TFX_LANE2)) $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[tfx] /'
+
+# The quick tests (not slow, not e2e) in a random order, to prove none depends on another
+# having run first: `make test-shuffled SEED=7` replays an order.
+SEED ?= $(shell date +%s)
+test-shuffled: venv
+	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags -m "not slow and not e2e" \
+	  --shuffle $(SEED) -q -p no:cacheprovider
 
 test-tfx-lane2: venv
 	$(VENV)/bin/python -m pytest $(TFX_LANE2) $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[tfx-2] /'

@@ -62,6 +62,25 @@ def retrain_cli(*args: str, env: dict | None = None, cwd: str = REPO, timeout: i
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--shuffle", type=int, default=None, metavar="SEED",
+                     help="run the collected tests in a random order drawn from SEED (order-dependence check)")
+
+
+def pytest_collection_modifyitems(config, items):
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        import random
+
+        random.Random(seed).shuffle(items)
+
+
+def pytest_report_header(config):
+    seed = config.getoption("--shuffle")
+    return None if seed is None else f"tests shuffled with seed {seed} (--shuffle)"
+
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _WARM.get("proc") is not None:
         spawn.stop(_WARM["proc"], timeout_s=30)
