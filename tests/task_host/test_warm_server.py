@@ -292,6 +292,10 @@ def test_a_forked_command_names_itself_in_ps_not_the_server(server, tmp_path):
 
         with open(f"/proc/{server['proc'].pid}/cmdline", "rb") as f:
             assert b"task_host.warm_server" in f.read()  # the server keeps its own
+        # The command names itself as it starts (until then it shows its monitor's title).
+        deadline = time.monotonic() + 60
+        while not cmdline().startswith("retrain: ") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert cmdline().startswith("retrain: serve --model-name titled"), cmdline()
         assert "warm_server" not in cmdline()
     finally:
