@@ -54,7 +54,7 @@ def test_a_hparams_typo_fails_at_config_load_naming_the_key(tmp_path, capsys):
     bad = _config(tmp_path, hparams={"learning_rte": 0.1})
     code, _, err = _run(capsys, "run", "--config", bad, "--workdir", str(tmp_path / "w"))
     assert code == exit_codes.BAD_INPUT
-    assert "hparams: unknown taxi hparams: ['learning_rte']" in err and "learning_rate" in err
+    assert "hparams: unknown key(s) learning_rte (did you mean learning_rate?" in err and "the taxi model's HParams" in err
     assert not os.path.exists(tmp_path / "w" / "pipeline_root")  # nothing ran, nothing written
 
 
