@@ -110,12 +110,6 @@ class KubernetesSettings(Settings):
             if not isinstance(gpu, int) or isinstance(gpu, bool) or gpu < 0:
                 raise SettingsError(f"resources.{name}.gpu: must be an integer >= 0, got {gpu!r}")
 
-    def check_for_pods(self) -> None:
-        """Raises DeploymentError: a key the pod execution needs is not set."""
-        for key in ("image", "workdir_claim"):
-            if not getattr(self, key):
-                raise DeploymentError(f"airflow.kubernetes.{key}: required when airflow.execution is kubernetes")
-
 
 @dataclasses.dataclass(frozen=True)
 class AirflowSettings(Settings):
@@ -161,6 +155,10 @@ class AirflowSettings(Settings):
             cron = getattr(self, key)
             if not (cron.startswith("@") or (len(cron.split()) == 5 and all(_CRON_FIELD.match(f) for f in cron.split()))):
                 raise SettingsError(f"{key}: expected a cron expression such as '*/10 * * * *', got {cron!r}")
+        if self.execution == "kubernetes":
+            for key in ("image", "workdir_claim"):
+                if not getattr(self.kubernetes, key):
+                    raise SettingsError(f"kubernetes.{key}: required when airflow.execution is kubernetes")
         for name, slots in self.pools.items():
             if name not in nodes.RESOURCE_CLASSES:
                 raise SettingsError(f"pools: unknown resource class {name!r}; known: {sorted(nodes.RESOURCE_CLASSES)}")
@@ -202,10 +200,7 @@ def _parse(cls, values: Mapping[str, Any] | None, where: str):
 
 def check_airflow(values: Mapping[str, Any] | None) -> AirflowSettings:
     """The `airflow:` block, parsed. Raises DeploymentError naming the first bad `airflow.<key>`."""
-    settings = _parse(AirflowSettings, values, "airflow")
-    if settings.execution == "kubernetes":
-        settings.kubernetes.check_for_pods()
-    return settings
+    return _parse(AirflowSettings, values, "airflow")
 
 
 def check_alerts(values: Mapping[str, Any] | None) -> AlertSettings:
@@ -240,8 +235,10 @@ def resolve_airflow(values: Mapping[str, Any] | None, env: Mapping[str, str] = o
             raise DeploymentError(f"{DEADLINE_ENV}: must be a number of hours >= 0, got {env[DEADLINE_ENV]!r}")
         changes["run_deadline_hours"] = hours
     settings = dataclasses.replace(settings, **changes)
-    if settings.execution == "kubernetes":
-        settings.kubernetes.check_for_pods()
+    try:  # the environment's overrides obey the block's rules too (RETRAIN_EXECUTION=kubernetes)
+        settings.check()
+    except SettingsError as e:
+        raise DeploymentError(f"airflow.{e}") from None
     return settings.to_dict()
 
 

@@ -24,6 +24,7 @@ from core.errors import BadInput
 from core.settings import SettingsError
 from governance.model_card import ModelCardSettings
 from pipelines import beam as beam_lib
+from pipelines.config.blocks import BLOCKS
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
 from trainer_toolkit.settings import TrainerSettings
@@ -189,8 +190,6 @@ class PipelineConfig:
     def block(self, name: str):
         """The settings block `name` (a key of pipelines/config/blocks.py's BLOCKS), parsed by
         the shared loader (core/settings.py); its errors as ConfigError naming the key."""
-        from pipelines.config.blocks import BLOCKS
-
         try:
             return BLOCKS[name].from_dict(getattr(self, name), name)
         except SettingsError as e:

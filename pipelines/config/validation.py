@@ -12,8 +12,8 @@ import importlib
 import importlib.util
 
 from components.data_gate.consistency import check_features as consistency_check_features
-from core import airflow_settings, tasks
 from core import metadata as metadata_lib
+from core import tasks
 from core.settings import SettingsError
 from pipelines import beam as beam_lib
 from pipelines.config.blocks import BLOCKS
@@ -35,12 +35,6 @@ def validate(config: PipelineConfig) -> None:
     for name in BLOCKS:
         config.block(name)
     config.rollout_settings  # noqa: B018 - the rollout metric must suit the task
-    deployment = config.block("airflow")
-    if deployment.execution == "kubernetes":
-        try:
-            deployment.kubernetes.check_for_pods()
-        except airflow_settings.DeploymentError as e:
-            raise ConfigError(str(e)) from None
     try:
         config.beam_settings  # noqa: B018 - validates the block
     except beam_lib.BeamConfigError as e:
