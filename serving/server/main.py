@@ -83,6 +83,22 @@ def serve(args: argparse.Namespace, config, config_path: str | None = None, prog
     Raises:
       serving.errors.ServingError, OSError: the server cannot start (a port, a config).
     """
+    server = build_server(args, config, config_path)
+    server.start()
+    for m in config.model_config_list.config:
+        sys.stderr.write(f"{prog}: {m.name} from {m.base_path}: versions {server.manager.served_versions(m.name)}\n")
+    sys.stderr.write(f"{prog}: REST http://{args.host}:{server.rest_port}/v1/models/<name>, gRPC {args.host}:{server.grpc_port}\n")
+    server.wait()
+    return exit_codes.OK
+
+
+def build_server(args: argparse.Namespace, config, config_path: str | None = None):
+    """The server the parsed options describe, not started yet (`serve` starts it and waits;
+    the tests start one in their own process where no process boundary is under test).
+
+    Raises:
+      serving.errors.ServingError, OSError: the options or the config are not usable.
+    """
     from serving.repository.signing import SigningKeyError
     from serving.server.batching import BatchOptions
     from serving.server.model_server import LocalModelServer, ServerOptions
@@ -106,13 +122,7 @@ def serve(args: argparse.Namespace, config, config_path: str | None = None, prog
         inter_op_threads=args.tensorflow_inter_op_parallelism,
         grpc_processes=args.grpc_processes,
     )
-    server = LocalModelServer(config, options, config_path)
-    server.start()
-    for m in config.model_config_list.config:
-        sys.stderr.write(f"{prog}: {m.name} from {m.base_path}: versions {server.manager.served_versions(m.name)}\n")
-    sys.stderr.write(f"{prog}: REST http://{args.host}:{server.rest_port}/v1/models/<name>, gRPC {args.host}:{server.grpc_port}\n")
-    server.wait()
-    return exit_codes.OK
+    return LocalModelServer(config, options, config_path)
 
 
 def model_config_from_args(args: argparse.Namespace):

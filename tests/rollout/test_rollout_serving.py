@@ -4,7 +4,6 @@ decision and its effect, a restart in the middle, and clients that address versi
 import base64
 import json
 import os
-import time
 import urllib.request
 
 import pytest
@@ -17,6 +16,7 @@ from serving.server import request_log
 from serving.server.manager import ModelManager
 from tests.rollout import toy_scorer
 from tests.serving.conftest import Server
+from tests.waiting import request_logs_closed, until
 
 SETTINGS = RolloutSettings(mode="canary", canary_share=0.5, max_regression=0.05, effect_size=0.05, min_labelled=200,
                            significance_level=0.05)
@@ -45,15 +45,6 @@ def _grpc_versions(target: str, keys: list[str]) -> list[int]:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         return [int(tf.make_ndarray(stub.Predict(request, timeout=30, metadata=[("x-request-id", key)])
                                     .outputs["version"])[0]) for key in keys]
-
-
-def _wait(condition, seconds: float, what: str):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _log_records(prefix: str) -> int:
@@ -92,16 +83,16 @@ def test_a_good_canary_is_promoted_and_a_degraded_one_rolled_back_from_delayed_l
     toy_scorer.save(os.path.join(base, "2"), 2, weight=2.0)
     versions.start_canary(root, "toy", 2, 0.5, reason="blessed candidate")
     keys = [f"probe-{i}" for i in range(40)]
-    _wait(lambda: set(_versions_answering(server.url, keys)) == {1, 2}, 60, "both versions to answer")
+    until(lambda: set(_versions_answering(server.url, keys)) == {1, 2}, 60, "both versions to answer")
     first = _versions_answering(server.url, keys)
     assert first == _versions_answering(server.url, keys)  # a key stays on its version
     assert _grpc_versions(server.grpc_target, keys) == first  # gRPC's x-request-id: the same choice
     assert set(_versions_answering(server.url, keys[:10], label="stable")) == {1}  # label-addressed: exact
 
-    time.sleep(1.5)  # the probes' log file closes
+    until(lambda: request_logs_closed(prefix), 30, "the probes' log file to close")
     records_before = _log_records(prefix)
     sent = _traffic(server.url, workdir, "good", 3000, seed=1)
-    _wait(lambda: _log_records(prefix) >= records_before + 3000, 30, "the request logs to be written")
+    until(lambda: _log_records(prefix) >= records_before + 3000, 30, "the request logs to be written")
     assert _log_records(prefix) == records_before + 3000  # every request logged once
     decision = controller.measure(workdir, "toy", tasks.BINARY, SETTINGS)
     assert decision.action == "promote", decision.reason
@@ -109,29 +100,29 @@ def test_a_good_canary_is_promoted_and_a_degraded_one_rolled_back_from_delayed_l
     controller.apply(workdir, decision)
     entry = model_config.find(model_config.load(versions.config_path(root)), "toy")
     assert dict(entry.version_labels) == {"stable": 2} and versions.rollout_state(base) is None
-    _wait(lambda: set(_versions_answering(server.url, keys)) == {2}, 30, "stable 2 to answer everything")
+    until(lambda: set(_versions_answering(server.url, keys)) == {2}, 30, "stable 2 to answer everything")
 
     # A degraded candidate: rolled back, while stable answers throughout.
     toy_scorer.save(os.path.join(base, "3"), 3, weight=-2.0)
     versions.start_canary(root, "toy", 3, 0.5, reason="blessed candidate")
-    _wait(lambda: 3 in _versions_answering(server.url, keys), 60, "the canary to answer")
+    until(lambda: 3 in _versions_answering(server.url, keys), 60, "the canary to answer")
     before_restart = _versions_answering(server.url, keys)
     server.stop()  # a restart in the middle of the rollout keeps the split: it is on disk
     server = Server(["--model-config-file", versions.config_path(root), "--poll-seconds", "0.2",
                      "--request-log-max-file-seconds", "0.5", "--request-log-max-files", "1000"], tmp_path)
     try:
-        _wait(lambda: _versions_answering(server.url, keys) == before_restart, 60, "the same split after restart")
-        time.sleep(1.5)
+        until(lambda: _versions_answering(server.url, keys) == before_restart, 60, "the same split after restart")
+        until(lambda: request_logs_closed(prefix), 30, "the probes' log file to close")
         records_before = _log_records(prefix)
         sent = _traffic(server.url, workdir, "bad", 1500, seed=2)
         assert set(_versions_answering(server.url, keys[:10], label="stable")) == {2}
-        _wait(lambda: _log_records(prefix) >= records_before + len(sent.keys) + 10, 30, "the logs")
+        until(lambda: _log_records(prefix) >= records_before + len(sent.keys) + 10, 30, "the logs")
         assert _log_records(prefix) - records_before == len(sent.keys) + 10  # no record lost
         decision = controller.measure(workdir, "toy", tasks.BINARY, SETTINGS)
         assert decision.action == "rollback", decision.reason
         assert decision.live["canary"]["auc"]["value"] < 0.3 < 0.7 < decision.live["stable"]["auc"]["value"]
         controller.apply(workdir, decision)
-        _wait(lambda: set(_versions_answering(server.url, keys)) == {2}, 30, "stable to answer everything again")
+        until(lambda: set(_versions_answering(server.url, keys)) == {2}, 30, "stable to answer everything again")
         events = [e["event"] for e in history.read(base)]
         assert events[-1] == "canary_rollback" and "promote" in events
         assert os.path.isdir(os.path.join(base, "3"))  # kept, marked rolled back

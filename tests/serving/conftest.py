@@ -1,10 +1,13 @@
-"""Fixtures: a toy model base path and a `retrain serve` subprocess over it.
+"""Fixtures: a toy model base path, and a server over it: `retrain serve` as a subprocess
+(`start_server`, where the process is under test: signals, front ends, logs) or in this
+process (`serve_in_process`, where only what it answers is: versions, labels, request logs).
 
 Set SERVING_BASE_URL (and SERVING_GRPC_TARGET) to run the conformance tests against another
 server, e.g. TensorFlow Serving serving `python -m tests.serving.toy_model DIR 1 2` as model
 `toy`; tests that need to change what is served then skip.
 """
 
+import argparse
 import json
 import os
 import signal
@@ -45,6 +48,45 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
         self.log.close()
+
+
+class InProcessServer:
+    """The server `retrain serve ARGS` starts, built from the same options in this process:
+    the same REST and gRPC sockets (and gRPC front-end processes), without an interpreter's
+    start and TensorFlow's import per test."""
+
+    def __init__(self, args):
+        from serving.server import main
+
+        parser = argparse.ArgumentParser()
+        main.add_model_options(parser)
+        main.add_server_options(parser)
+        options = parser.parse_args(["--rest-port", "0", "--grpc-port", "0", *args])
+        config, config_path = main.model_config_from_args(options)
+        self.server = main.build_server(options, config, config_path)
+        self.server.start()
+        self.rest, self.grpc = self.server.rest_port, self.server.grpc_port
+        self.url = f"http://127.0.0.1:{self.rest}"
+        self.grpc_target = f"127.0.0.1:{self.grpc}"
+        self._stopped = False
+
+    def stop(self):
+        if not self._stopped:
+            self._stopped = True
+            self.server.stop()
+
+
+@pytest.fixture
+def serve_in_process():
+    servers = []
+
+    def start(*args):
+        servers.append(InProcessServer(list(args)))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()
 
 
 @pytest.fixture

@@ -33,14 +33,13 @@ XS = [0.5, -1.0, 3.0]
 
 
 @pytest.fixture(scope="module")
-def server(toy_base, tmp_path_factory):
+def server(toy_base):
     if os.environ.get("SERVING_BASE_URL"):
         yield os.environ["SERVING_BASE_URL"], os.environ.get("SERVING_GRPC_TARGET")
         return
-    from tests.serving.conftest import Server
+    from tests.serving.conftest import InProcessServer
 
-    s = Server(["--model-name", MODEL, "--model-base-path", str(toy_base), "--max-body-bytes", "100000"],
-               tmp_path_factory.mktemp("srv"))
+    s = InProcessServer(["--model-name", MODEL, "--model-base-path", str(toy_base), "--max-body-bytes", "100000"])
     yield s.url, s.grpc_target
     s.stop()
 

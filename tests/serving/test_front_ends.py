@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import grpc
@@ -17,6 +16,7 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from tests.conftest import REPO
 from tests.serving.toy_model import predict_request, rest_body
+from tests.waiting import until
 
 
 def _predict(target: str, x: float, timeout: float = 10) -> list[float]:
@@ -38,16 +38,7 @@ def _front_ends(pid: int) -> list[int]:
 
 
 def _until(check, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except grpc.RpcError:
-            pass
-        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
-        time.sleep(0.1)
+    return until(check, seconds, what, ignore=(grpc.RpcError,))
 
 
 def test_a_killed_front_end_is_replaced_and_the_model_keeps_serving(start_server, toy_base):

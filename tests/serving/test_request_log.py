@@ -33,9 +33,9 @@ def _rest_predict(url: str, x: float) -> int:
         return r.status
 
 
-def test_sampled_requests_are_logged_rotated_and_bounded_under_load(start_server, toy_base, tmp_path):
+def test_sampled_requests_are_logged_rotated_and_bounded_under_load(serve_in_process, toy_base, tmp_path):
     prefix = str(tmp_path / "logs" / "toy")
-    server = start_server("--model-name", "toy", "--model-base-path", str(toy_base),
+    server = serve_in_process("--model-name", "toy", "--model-base-path", str(toy_base),
                           "--request-log-sampling-rate", str(RATE), "--request-log-prefix", prefix,
                           "--request-log-max-file-bytes", "6000", "--request-log-max-files", "3")
     channel = grpc.insecure_channel(server.grpc_target)

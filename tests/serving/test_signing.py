@@ -143,10 +143,10 @@ def test_retrain_verify_exit_codes(build, keys, tmp_path):
     assert missing.returncode == 2 and "version 9 of model 'toy' not found" in missing.stderr
 
 
-def test_require_signed_refuses_tampered_versions_and_keeps_serving_the_previous(build, keys, tmp_path, start_server):
+def test_require_signed_refuses_tampered_versions_and_keeps_serving_the_previous(build, keys, tmp_path, serve_in_process):
     base = tmp_path / "toy"
     _pushed(build, base, 1, keys["ours"])
-    server = start_server("--model-name", "toy", "--model-base-path", str(base), "--poll-seconds", "0.2",
+    server = serve_in_process("--model-name", "toy", "--model-base-path", str(base), "--poll-seconds", "0.2",
                           "--require-signed", "--trusted-key", _pub(keys["ours"]))
     assert predict(server.url, "toy", 1.0) == 1.0
     # A version copied in without a signature (e.g. by hand), then one whose weights changed.

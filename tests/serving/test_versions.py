@@ -5,20 +5,18 @@ import base64
 import json
 import os
 import shutil
-import subprocess
-import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from components.atomic_pusher.executor import atomic_copy_dir
+from retrain import cli
 from serving.repository import history, model_config, versions
-from tests.conftest import REPO
 from tests.serving import toy_model
 from tests.serving.toy_model import example
+from tests.waiting import until
 
 
 def predict(url, model, x, path=""):
@@ -37,12 +35,7 @@ def status(url, model):
 
 
 def wait_for(condition, timeout=60.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
+    return until(condition, timeout, "what the server answers to change")
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +47,10 @@ def builds(tmp_path_factory):
     return root
 
 
-def test_hot_reload_under_load_never_fails_a_request(builds, tmp_path, start_server):
+def test_hot_reload_under_load_never_fails_a_request(builds, tmp_path, serve_in_process):
     base = tmp_path / "serving" / "toy"
     atomic_copy_dir(str(builds / "1"), str(base), 1)
-    server = start_server("--model-name", "toy", "--model-base-path", str(base), "--poll-seconds", "0.2")
+    server = serve_in_process("--model-name", "toy", "--model-base-path", str(base), "--poll-seconds", "0.2")
     answers, errors, stop = [], [], threading.Event()
 
     def client():
@@ -87,10 +80,10 @@ def test_hot_reload_under_load_never_fails_a_request(builds, tmp_path, start_ser
     assert status(server.url, "toy")[1]["state"] == "END"
 
 
-def test_incomplete_and_broken_versions_never_replace_the_served_one(builds, tmp_path, start_server):
+def test_incomplete_and_broken_versions_never_replace_the_served_one(builds, tmp_path, serve_in_process):
     base = tmp_path / "toy"
     atomic_copy_dir(str(builds / "1"), str(base), 1)
-    server = start_server("--model-name", "toy", "--model-base-path", str(base), "--poll-seconds", "0.2")
+    server = serve_in_process("--model-name", "toy", "--model-base-path", str(base), "--poll-seconds", "0.2")
     # A non-atomic writer mid-copy: variables but no graph yet -> not a candidate.
     os.makedirs(base / "5" / "variables")
     shutil.copy(builds / "2" / "variables" / "variables.index", base / "5" / "variables")
@@ -104,31 +97,34 @@ def test_incomplete_and_broken_versions_never_replace_the_served_one(builds, tmp
     assert predict(server.url, "toy", 1.0) == 1.0  # version 1 still answers
 
 
-def test_labels_and_rollback_through_models_config(builds, tmp_path, start_server):
+def test_labels_and_rollback_through_models_config(builds, tmp_path, serve_in_process, capsys):
     root = tmp_path / "serving"
     for v in (1, 2, 3):
         atomic_copy_dir(str(builds / str(v)), str(root / "toy"), v)
     model_config.write(model_config.single_model("toy", str(root / "toy")), versions.config_path(str(root)))
-    server = start_server("--model-config-file", versions.config_path(str(root)), "--poll-seconds", "0.2")
+    server = serve_in_process("--model-config-file", versions.config_path(str(root)), "--poll-seconds", "0.2")
     assert predict(server.url, "toy", 1.0) == 3.0
 
-    cli = [sys.executable, "-m", "retrain.cli", "rollback", "--workdir", str(tmp_path), "--model", "toy"]
-    out = subprocess.run(cli + ["--reason", "AUC dropped in production"], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    def rollback(*args):  # `retrain rollback`, in this process
+        code = cli.main(["rollback", "--workdir", str(tmp_path), "--model", "toy", *args])
+        return code, capsys.readouterr().err
+
+    code, err = rollback("--reason", "AUC dropped in production")
+    assert code == 0, err
     assert wait_for(lambda: status(server.url, "toy").get(3, {}).get("state") == "END")
     assert predict(server.url, "toy", 1.0) == 2.0
     assert predict(server.url, "toy", 1.0, "/labels/stable") == 2.0
 
-    out = subprocess.run(cli + ["--to", "1", "--reason", "back to the audited one"], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    code, err = rollback("--to", "1", "--reason", "back to the audited one")
+    assert code == 0, err
     assert wait_for(lambda: predict(server.url, "toy", 1.0) == 1.0)
     assert sorted(os.listdir(root / "toy")) == ["1", "2", "3", "history.jsonl"]  # nothing deleted
 
-    out = subprocess.run(cli + ["--to", "9", "--reason", "x"], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 2 and "version 9 not found" in out.stderr
+    code, err = rollback("--to", "9", "--reason", "x")
+    assert code == 2 and "version 9 not found" in err
 
-    out = subprocess.run(cli + ["--latest", "--reason", "fixed"], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    code, err = rollback("--latest", "--reason", "fixed")
+    assert code == 0, err
     assert wait_for(lambda: predict(server.url, "toy", 1.0) == 3.0)
     events = history.read(str(root / "toy"))
     assert [(e["event"], e["from_version"], e["to_version"]) for e in events] == [
@@ -145,10 +141,10 @@ def test_retention_keeps_the_newest_and_anything_pinned(builds, tmp_path):
     assert sorted(v for v in os.listdir(root / "toy") if v.isdigit()) == ["1", "3", "4"]
 
 
-def test_concurrent_requests_are_batched_and_answered_per_row(builds, tmp_path, start_server):
+def test_concurrent_requests_are_batched_and_answered_per_row(builds, tmp_path, serve_in_process):
     base = tmp_path / "toy"
     atomic_copy_dir(str(builds / "3"), str(base), 3)
-    server = start_server("--model-name", "toy", "--model-base-path", str(base), "--batch-timeout-ms", "20")
+    server = serve_in_process("--model-name", "toy", "--model-base-path", str(base), "--batch-timeout-ms", "20")
     results = {}
 
     def one(x):
