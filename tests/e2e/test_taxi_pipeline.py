@@ -27,6 +27,7 @@ from serving.repository import signing
 from tests import corpus
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
 from tests.serving import traffic
+from tests.waiting import request_logs_closed, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 SPANS = (201610, 201611, 201612)
@@ -238,7 +239,8 @@ def test_a_month_whose_data_the_served_model_no_longer_fits_is_refused_as_bad_da
     env = {"data": str(tmp_path / "data"), "work": str(tmp_path / "work")}
     for s in (201502, 201503, 201504):
         shutil.copytree(spans.span_dir(TAXI_DATA, s), spans.span_dir(env["data"], s))
-    config = _config(env, tmp_path / "large.yaml")
+    # About the new-span check, which needs neither per-hour slices nor the pre-push serving check.
+    config = _config(env, tmp_path / "large.yaml", slice_features=[], enable_serving_check=False)
     code, summary, stderr = retrain(env, "--span", "201504", config=config)
     assert code == 0 and summary["outcome"] == "pushed", stderr[-3000:]
     corpus.write_corrupted(TAXI_DATA, 201505, corpus.BY_NAME["payment_type_shuffled"], env["data"], 201505)
@@ -257,6 +259,15 @@ def test_a_month_whose_data_the_served_model_no_longer_fits_is_refused_as_bad_da
         governance = json.load(f)
     assert governance["evaluation"]["significance"]["new_span"]["collapsed"]
     assert "201505" in governance["evaluation"]["spans"] and "__span__=201505" not in governance["evaluation"]["slices"]
+
+
+def _available(url: str, model: str) -> set[int]:
+    """The versions a server reports AVAILABLE for `model` (TF Serving's model status)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/v1/models/{model}", timeout=10) as r:
+        status = json.load(r)["model_version_status"]
+    return {int(v["version"]) for v in status if v["state"] == "AVAILABLE"}
 
 
 def _config(env, path, hparams=None, **changes) -> str:
@@ -356,7 +367,8 @@ def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tm
     write_corrupted_span(env, 201701, lambda r: {**r, "trip_miles": "n/a"})
     # About quarantine and the window, not model quality: on ~50 eval rows two 300-step
     # models differ by chance, so the Evaluator's thresholds are loose here.
-    config = _config(env, tmp_path / "loose.yaml", min_auc=0.5, max_auc_decrease=1.0)
+    config = _config(env, tmp_path / "loose.yaml", min_auc=0.5, max_auc_decrease=1.0, slice_features=[],
+                     enable_serving_check=False)
     before = versions(env)
     code = retrain_cli("quarantine", "--config", env["config"], "--workdir", env["work"], "--span", "201611",
                        "--reason", "meter fault found after the fact", "--by", "reviewer", timeout=300)
@@ -423,27 +435,21 @@ def test_a_canary_of_the_pushed_model_is_promoted_and_a_degraded_one_rolled_back
         assert sent.failed == 0, sent.errors
         simulate.write_feedback(layout.feedback_dir(work, "taxi"), name, sent.keys,
                                 [labels[i % len(labels)] for i in range(count)])
-        import time
-
-        time.sleep(2.5)  # the last request-log file closes
+        until(lambda: request_logs_closed(layout.request_log_prefix(work, "taxi")), 30, "the request logs to close")
         proc = retrain_cli("rollout", "decide", "--config", config_path, "--workdir", work, "--json", timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     try:
-        import time
-
-        deadline = time.time() + 180
-        while not os.path.exists(port_file):
-            assert server.poll() is None and time.time() < deadline, "retrain serve did not start"
-            time.sleep(0.3)
+        until(lambda: os.path.exists(port_file) or server.poll() is not None, 180, "retrain serve to start")
+        assert server.poll() is None, "retrain serve exited"
         url = f"http://127.0.0.1:{json.load(open(port_file))['rest']}"
-        time.sleep(2)  # both versions loaded
+        until(lambda: _available(url, "taxi") >= {stable, stable + 1}, 60, "both versions to load", ignore=(OSError,))
         good = traffic_and_decision("good", 3000)
         assert good["action"] == "promote" and good["applied"], good["reason"]
         assert abs(good["difference"]["estimate"]) < 0.05
-        rollout_demo.push_degraded(work, "taxi", 0.5)
-        time.sleep(3)
+        degraded = rollout_demo.push_degraded(work, "taxi", 0.5)
+        until(lambda: degraded in _available(url, "taxi"), 60, "the degraded canary to load", ignore=(OSError,))
         bad = traffic_and_decision("bad", 1200)
         assert bad["action"] == "rollback" and bad["applied"], bad["reason"]
         assert bad["live"]["canary"]["auc"]["value"] < 0.7 < bad["live"]["stable"]["auc"]["value"]
