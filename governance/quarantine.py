@@ -14,7 +14,7 @@ import getpass
 
 from ml_metadata.proto import metadata_store_pb2
 
-from core import metadata, mlmd
+from core import metadata, metadata_queries
 
 EXECUTION_TYPE = "SpanQuarantine"
 QUARANTINE, RELEASE = "quarantine", "release"
@@ -77,7 +77,7 @@ def record(where: metadata.Store, pipeline: str, span: int, action: str, reason:
         "decided_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "reason": reason.strip(),
     }
-    mlmd.set_props(execution, values)
+    metadata_queries.set_props(execution, values)
     [execution_id] = store.put_executions([execution])
     return {"id": execution_id, **values}
 

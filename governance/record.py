@@ -24,7 +24,7 @@ from core import files, layout
 from core import nodes as N
 from core import outcome as outcomes
 from core import spans as span_lib
-from core.mlmd import NodeRun, props, run_nodes
+from core.metadata_queries import NodeRun, props, run_nodes
 from core.outcome import Outcome
 from core.results import CACHED, COMPLETE, FAILED, SKIPPED, NodeResult
 from serving.repository import signing
@@ -499,7 +499,7 @@ def live_record(store, version_path: str | None, evaluation: dict | None) -> dic
     """The pushed version's life after the push: its rollout events (serving/history.jsonl),
     the rollout controller's decisions about it (MLMD), and its offline key metrics beside
     the live ones of the latest decision. None when the version never took part in a rollout."""
-    from core.mlmd import rollout_decisions
+    from core.metadata_queries import rollout_decisions
     from serving.repository import history
 
     if not version_path or not os.path.basename(version_path).isdigit():

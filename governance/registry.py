@@ -10,8 +10,8 @@ import os
 from typing import Any
 
 from core import files, layout, nodes, tasks
-from core import mlmd as lineage
-from core.mlmd import props
+from core import metadata_queries as lineage
+from core.metadata_queries import props
 from governance import record as record_lib
 from governance import report as report_lib
 from serving.repository import history, model_config, versions

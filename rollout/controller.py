@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from core import layout, tasks
-from core.mlmd import ROLLOUT_DECISION as EXECUTION_TYPE
+from core.metadata_queries import ROLLOUT_DECISION as EXECUTION_TYPE
 from rollout import feedback, join, live_metrics, sequential
 from rollout.settings import RolloutSettings
 from serving.repository import history, versions
@@ -197,12 +197,12 @@ def record(store, workdir: str, decision: Decision) -> int:
     """The decision as an MLMD execution; returns its id."""
     from ml_metadata.proto import metadata_store_pb2
 
-    from core import mlmd
+    from core import metadata_queries
 
     type_id = store.put_execution_type(metadata_store_pb2.ExecutionType(name=EXECUTION_TYPE))
     execution = metadata_store_pb2.Execution(type_id=type_id)
     execution.last_known_state = metadata_store_pb2.Execution.COMPLETE
-    mlmd.set_props(execution, {
+    metadata_queries.set_props(execution, {
         "model": decision.model, "action": decision.action, "reason": decision.reason, "metric": decision.metric,
         "stable_version": decision.stable, "canary_version": decision.canary, "decided_by": decision.decided_by,
         "decided_at": decision.decided_at, "ran_out": int(decision.ran_out), "applied": int(decision.applied),
@@ -231,9 +231,9 @@ def record(store, workdir: str, decision: Decision) -> int:
 
 def decisions(store, model: str) -> list[dict[str, Any]]:
     """Every recorded decision of a model, oldest first."""
-    from core import mlmd
+    from core import metadata_queries
 
-    return mlmd.rollout_decisions(store, model)
+    return metadata_queries.rollout_decisions(store, model)
 
 
 def user() -> str:

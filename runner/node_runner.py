@@ -21,7 +21,7 @@ from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate.component import is_gate_stop
 from components.serving_skew.executor import is_skew_stop
-from core import files, keras_env, mlmd
+from core import files, keras_env, metadata_queries
 from core import metadata as core_metadata
 from core.results import FAILED, NodeResult
 from runner import beam_fixes
@@ -63,7 +63,7 @@ def _connection_config(ir: pipeline_pb2.Pipeline):
 
 def _artifacts(store, execution_id: int, event_types) -> dict[str, list[dict]]:
     """Artifacts an execution consumed or produced, by key, as {"id", "uri"}."""
-    by_key = mlmd.artifacts_by_key(store, [execution_id], event_types)[execution_id]
+    by_key = metadata_queries.artifacts_by_key(store, [execution_id], event_types)[execution_id]
     return {k: [{"id": a.id, "uri": a.uri} for a in v] for k, v in by_key.items()}
 
 
@@ -116,8 +116,8 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
             node_id,
             status,
             info.execution_id,
-            outputs=_artifacts(m.store, info.execution_id, mlmd.OUTPUT_EVENTS),
-            inputs=_artifacts(m.store, info.execution_id, mlmd.INPUT_EVENTS),
+            outputs=_artifacts(m.store, info.execution_id, metadata_queries.OUTPUT_EVENTS),
+            inputs=_artifacts(m.store, info.execution_id, metadata_queries.INPUT_EVENTS),
             seconds=seconds,
         )
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from ml_metadata import errors as mlmd_errors
 from ml_metadata.proto import metadata_store_pb2
 
-from core import mlmd, nodes, spans
+from core import metadata_queries, nodes, spans
 from core.errors import BadInput
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def _type_id(store) -> int:
 
 
 def _from_execution(e) -> Claim:
-    p = mlmd.props(e)
+    p = metadata_queries.props(e)
     return Claim(e.id, p["pipeline"], int(p["span"]), int(p["attempt"]), p["owner"], p["kind"], p["phase"],
                  p.get("gate", ""), e.last_known_state == _STATE.RUNNING, p.get("updated_at", ""))
 
@@ -110,7 +110,7 @@ def _write(store, execution_id: int | None, type_id: int, values: dict, state) -
     else:
         e.id = execution_id
     e.last_known_state = state
-    mlmd.set_props(e, values)
+    metadata_queries.set_props(e, values)
     [written] = store.put_executions([e])
     return written
 

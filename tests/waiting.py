@@ -26,6 +26,7 @@ def until(check: Callable[[], Any], seconds: float, what: str, ignore: tuple[typ
 def request_logs_closed(prefix: str) -> bool:
     """No request-log file under `prefix` is still being written (each closes after the
     server's --request-log-max-file-seconds), so a reader sees every record logged so far."""
-    from serving.server import request_log  # the TFX runtime's; the Airflow suite imports this module too
+    # The TFX runtime's module, imported here: the Airflow suite imports this file too.
+    from serving.server import request_log
 
     return not glob.glob(f"{glob.escape(prefix)}*{request_log.PART}")

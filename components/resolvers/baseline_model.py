@@ -18,7 +18,7 @@ from typing import Any
 from tfx import types
 from tfx.dsl.components.common.resolver import ResolverStrategy  # = tfx.v1.dsl.experimental's
 
-from core import mlmd
+from core import metadata_queries
 
 MODEL, BLESSING = "model", "model_blessing"
 # The ModelBlessing properties the Evaluator writes (TFX's own names).
@@ -48,4 +48,4 @@ class LastBlessedModelStrategy(ResolverStrategy):
         models, blessings = input_dict.get(MODEL, []), input_dict.get(BLESSING, [])
         if not models or not blessings:
             return {MODEL: [], BLESSING: []}
-        return select(models, blessings, mlmd.rolled_back_model_ids(store))
+        return select(models, blessings, metadata_queries.rolled_back_model_ids(store))

@@ -15,7 +15,7 @@ from tfx import types
 from tfx.dsl.components.common.resolver import ResolverStrategy  # = tfx.v1.dsl.experimental's
 
 from components.atomic_pusher.executor import PUSH_INFO, existing_versions
-from core import mlmd, nodes
+from core import metadata_queries, nodes
 
 
 def served_version(serving_model_dir: str) -> Optional[tuple[int, dict]]:
@@ -54,17 +54,17 @@ class ServedModelStatisticsStrategy(ResolverStrategy):
         model_id = (served or (0, {}))[1].get("model_artifact_id")
         if not model_id:
             return nothing
-        trainer, _ = mlmd.producer(store, int(model_id))
+        trainer, _ = metadata_queries.producer(store, int(model_id))
         if trainer is None:
             return nothing
-        window = mlmd.inputs_of(store, trainer.id).get("examples", [])
-        newest = max(window, key=lambda a: (mlmd.props(a).get("span") or 0, a.id), default=None)
+        window = metadata_queries.inputs_of(store, trainer.id).get("examples", [])
+        newest = max(window, key=lambda a: (metadata_queries.props(a).get("span") or 0, a.id), default=None)
         if newest is None:
             return nothing
         produced = set()
-        for execution, node_id in mlmd.consumers(store, newest.id, key="examples"):
+        for execution, node_id in metadata_queries.consumers(store, newest.id, key="examples"):
             if node_id == nodes.STATISTICS_GEN:
-                produced.update(a.id for a in mlmd.outputs_of(store, execution.id).get("statistics", []))
+                produced.update(a.id for a in metadata_queries.outputs_of(store, execution.id).get("statistics", []))
         statistics = sorted((a for a in input_dict.get("statistics", []) if a.id in produced), key=lambda a: a.id)
         examples = [a for a in input_dict.get("examples", []) if a.id == newest.id]
         if not statistics or not examples:

@@ -24,7 +24,7 @@ from typing import Any
 from tfx import types
 from tfx.dsl.components.common.resolver import ResolverStrategy  # = tfx.v1.dsl.experimental's
 
-from core import mlmd
+from core import metadata_queries
 
 CACHE = "cache"
 
@@ -50,10 +50,10 @@ class EarlierSpanCacheStrategy(ResolverStrategy):
     def resolve_artifacts(self, store: Any, input_dict: dict[str, list[types.Artifact]]):
         candidates = []
         for cache in input_dict.get(CACHE, []):
-            execution, _ = mlmd.producer(store, cache.id)
+            execution, _ = metadata_queries.producer(store, cache.id)
             if execution is None:
                 continue
-            examples = mlmd.inputs_of(store, execution.id).get("examples", [])
-            spans = [s for s in (mlmd.props(a).get("span") for a in examples) if s is not None]
+            examples = metadata_queries.inputs_of(store, execution.id).get("examples", [])
+            spans = [s for s in (metadata_queries.props(a).get("span") for a in examples) if s is not None]
             candidates.append((cache, spans))
         return {CACHE: select(candidates, self._span)}

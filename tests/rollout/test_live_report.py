@@ -43,7 +43,7 @@ def test_the_live_section_puts_offline_beside_live_and_lists_the_decisions(tmp_p
 
 
 def test_lineage_readers_pass_over_decisions_which_belong_to_no_pipeline_run(tmp_path):
-    from core import mlmd
+    from core import metadata_queries
 
     cfg = metadata_store_pb2.ConnectionConfig()
     cfg.sqlite.filename_uri = str(tmp_path / "m.sqlite")
@@ -59,6 +59,6 @@ def test_lineage_readers_pass_over_decisions_which_belong_to_no_pipeline_run(tmp
                                      type=metadata_store_pb2.Event.INPUT)
     event.path.steps.add().key = "canary"
     store.put_events([event])
-    [(execution, node)] = mlmd.consumers(store, model_id)
-    assert node == "?" and mlmd.run_id_of(store, execution) is None
-    assert mlmd.consumers(store, model_id, key="model") == []
+    [(execution, node)] = metadata_queries.consumers(store, model_id)
+    assert node == "?" and metadata_queries.run_id_of(store, execution) is None
+    assert metadata_queries.consumers(store, model_id, key="model") == []

@@ -16,7 +16,7 @@ import shutil
 import pytest
 import yaml
 
-from core import metadata, mlmd, nodes, spans
+from core import metadata, metadata_queries, nodes, spans
 from runner import span_ledger
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
 
@@ -68,7 +68,7 @@ def _results(work: str, where: metadata.Store) -> dict:
     node = store.get_context_by_type_and_name("node", f"taxi.{nodes.CSV_EXAMPLE_GEN}")
     for e in store.get_executions_by_context(node.id):
         if e.last_known_state == e.COMPLETE:  # CACHED ones reused an ingestion, they are not one
-            [examples] = mlmd.outputs_of(store, e.id)["examples"]
+            [examples] = metadata_queries.outputs_of(store, e.id)["examples"]
             span = examples.custom_properties["span"].int_value
             ingested[span] = ingested.get(span, 0) + 1
     return {

@@ -6,7 +6,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx.types import standard_artifacts
 
 from components.resolvers.baseline_model import BLESSING, MODEL, LastBlessedModelStrategy, select
-from core import mlmd
+from core import metadata_queries
 from rollout import controller, sequential
 
 
@@ -66,18 +66,18 @@ def _decide(store, tmp_path, action: str, applied: bool, canary_model: int, stab
 
 
 def test_the_rollback_is_read_from_the_recorded_decisions(tmp_path):
-    assert mlmd.ROLLBACK_ACTION == sequential.ROLLBACK
+    assert metadata_queries.ROLLBACK_ACTION == sequential.ROLLBACK
     store = _store(tmp_path)
-    assert mlmd.rolled_back_model_ids(store) == set()
+    assert metadata_queries.rolled_back_model_ids(store) == set()
     model_type = store.put_artifact_type(metadata_store_pb2.ArtifactType(name="Model"))
     m1, m2, m3 = store.put_artifacts([metadata_store_pb2.Artifact(type_id=model_type, uri=f"/m{i}") for i in (1, 2, 3)])
     # A decision that was only proposed (not applied) and a promotion roll nothing back.
     _decide(store, tmp_path, sequential.ROLLBACK, applied=False, canary_model=m2, stable_model=m1)
     _decide(store, tmp_path, sequential.PROMOTE, applied=True, canary_model=m2, stable_model=m1)
-    assert mlmd.rolled_back_model_ids(store) == set()
+    assert metadata_queries.rolled_back_model_ids(store) == set()
     # A rollback names its canary, never the stable model it kept.
     _decide(store, tmp_path, sequential.ROLLBACK, applied=True, canary_model=m3, stable_model=m2)
-    assert mlmd.rolled_back_model_ids(store) == {m3}
+    assert metadata_queries.rolled_back_model_ids(store) == {m3}
     models = [_model(m1), _model(m2), _model(m3)]
     blessings = [_blessing(20, m1), _blessing(21, m2), _blessing(22, m3)]
     resolved = LastBlessedModelStrategy().resolve_artifacts(store, {MODEL: models, BLESSING: blessings})
