@@ -125,36 +125,38 @@ class GrpcApi:
         return batching.derived(outputs, respond)  # cancelling it drops a request still queued
 
     def _classify(self, request, key: _Key) -> futures.Future:
+        def fill(result, rows) -> None:
+            for pairs in rows:
+                row = result.classifications.add()
+                for label, score in pairs:
+                    row.classes.add(label=label, score=score)
+
+        return self._on_examples(request, key, api.classify, classification_pb2.ClassificationResponse, fill,
+                                 request_log.classify_log)
+
+    def _regress(self, request, key: _Key) -> futures.Future:
+        def fill(result, values) -> None:
+            for v in values:
+                result.regressions.add(value=v)
+
+        return self._on_examples(request, key, api.regress, regression_pb2.RegressionResponse, fill,
+                                 request_log.regress_log)
+
+    def _on_examples(self, request, key: _Key, infer, response_type, fill, log_kind) -> futures.Future:
+        """Classify and Regress: the request's examples through `infer`, answered as
+        `response_type` with the request's model spec, its result filled by `fill`."""
+
         def run() -> bytes:
             servable = self._servable(request, key)
-            signature, results = api.classify(servable, request.model_spec.signature_name or None,
-                                              request_log.input_examples(request.input))
-            response = classification_pb2.ClassificationResponse()
+            signature, results = infer(servable, request.model_spec.signature_name or None,
+                                       request_log.input_examples(request.input))
+            response = response_type()
             # MakeModelSpec with the request's signature name, as sent (classifier.cc RunClassify).
             response.model_spec.name = servable.name
             response.model_spec.signature_name = request.model_spec.signature_name
             response.model_spec.version.value = servable.version
-            for pairs in results:
-                row = response.result.classifications.add()
-                for label, score in pairs:
-                    row.classes.add(label=label, score=score)
-            self._log(servable, signature, request, response, request_log.classify_log, key)
-            return response.SerializeToString()
-
-        return self._executor.submit(run)
-
-    def _regress(self, request, key: _Key) -> futures.Future:
-        def run() -> bytes:
-            servable = self._servable(request, key)
-            signature, values = api.regress(servable, request.model_spec.signature_name or None,
-                                            request_log.input_examples(request.input))
-            response = regression_pb2.RegressionResponse()
-            response.model_spec.name = servable.name
-            response.model_spec.signature_name = request.model_spec.signature_name
-            response.model_spec.version.value = servable.version
-            for v in values:
-                response.result.regressions.add(value=v)
-            self._log(servable, signature, request, response, request_log.regress_log, key)
+            fill(response.result, results)
+            self._log(servable, signature, request, response, log_kind, key)
             return response.SerializeToString()
 
         return self._executor.submit(run)
