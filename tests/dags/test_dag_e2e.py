@@ -17,6 +17,7 @@ import pytest
 
 from airflow_tfx.compiled_dag import REPO
 from core import layout
+from task_host import spawn
 from tests import smtp_inbox
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -36,9 +37,14 @@ def env(tmp_path_factory, inbox):
     root = tmp_path_factory.mktemp("af")
     data = root / "data"
     data.mkdir()
-    return {
+    home = root / "airflow"
+    home.mkdir()
+    # One warm TFX runtime for the module's DAG runs, where `airflow.sh test-dag` looks for
+    # it (it starts one per call when none answers there: TensorFlow's imports each time).
+    warm = spawn.start_warm_runtime(str(home / "tfx-runtime.sock"), python=TFX_PYTHON, log=str(root / "warm.log"))
+    yield {
         **os.environ,
-        "AIRFLOW_HOME": str(root / "airflow"),
+        "AIRFLOW_HOME": str(home),
         "RETRAIN_WORKDIR": str(root / "work"),
         "RETRAIN_DATA_ROOT_TAXI": str(data),
         "RETRAIN_TFX_PYTHON": TFX_PYTHON,
@@ -47,6 +53,7 @@ def env(tmp_path_factory, inbox):
         "AIRFLOW_CONN_SMTP_DEFAULT": smtp_inbox.connection(inbox[1]),
         "AIRFLOW__API__BASE_URL": "http://airflow.example:8080",
     }
+    spawn.stop(warm)
 
 
 def dag_test(env, date: str, dag: str = "taxi_retraining", window: int = 2) -> tuple[str, str, dict]:

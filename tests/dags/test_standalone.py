@@ -12,6 +12,7 @@ alerts by SMTP to a real local server:
 Task links and the governance report plugin are checked on the cluster (test_cluster.py).
 """
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from core import layout
 from task_host import client as warm
 from tests import smtp_inbox
 from tests.dags import ui
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 SCRIPT = os.path.join(REPO, "scripts", "airflow.sh")
@@ -52,6 +54,13 @@ def _wait_run(base: str, dag_id: str, where, timeout_s: float, states=("success"
 def _tasks(base: str, dag_id: str, run_id: str) -> dict[str, str]:
     tis = ui.api(base, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances")
     return {t["task_id"]: t["state"] for t in tis["task_instances"]}
+
+
+def _heartbeat_after(base: str, when: dt.datetime) -> dt.datetime | None:
+    """The scheduler's latest heartbeat (Airflow's health endpoint), if it is later than `when`."""
+    beat = ui.api(base, "GET", "/api/v2/monitor/health")["scheduler"].get("latest_scheduler_heartbeat")
+    beat = dt.datetime.fromisoformat(beat) if beat else None
+    return beat if beat and beat > when else None
 
 
 def _check_for_data(base: str) -> dict:
@@ -142,7 +151,11 @@ def test_no_new_data_announces_nothing_and_starts_no_run(standalone, first_run):
     checked = _check_for_data(base)
     assert checked["state"] == "success"  # not red: skipped means "nothing new"
     assert _tasks(base, ARRIVALS, checked["dag_run_id"]) == {"announce_new_spans": "skipped"}
-    time.sleep(10)  # what a new event would have started by now
+    # A run the check caused would be created by the scheduler's next loop: wait until two of
+    # its heartbeats came after the check ended, so at least one whole loop ran since.
+    ended = dt.datetime.fromisoformat(checked["end_date"])
+    first = until(lambda: _heartbeat_after(base, ended), 120, "a scheduler heartbeat after the check")
+    until(lambda: _heartbeat_after(base, first), 120, "a second scheduler heartbeat after the check")
     assert len(_span_events(base)) == 1 and len(_runs(base, RETRAIN)) == 1
 
 
