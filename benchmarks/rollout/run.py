@@ -36,6 +36,8 @@ from statistics import NormalDist
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
+from core import keras_env  # noqa: F401, I001  (before TensorFlow: its settings and the noise filter)
+
 import numpy as np
 
 from core import tasks
