@@ -149,13 +149,18 @@ def model_config_from_args(args: argparse.Namespace):
     raise InvalidArgument("give --model-name and --model-base-path, or --model-config-file")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from serving.errors import ServingError
-
+def parser() -> argparse.ArgumentParser:
+    """`python -m serving`'s options: the model and the server's."""
     p = argparse.ArgumentParser(prog="python -m serving", description=__doc__.split("\n")[0])
     add_model_options(p)
     add_server_options(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from serving.errors import ServingError
+
+    args = parser().parse_args(argv)
     logs.configure(sys.stderr)
     try:
         config, config_path = model_config_from_args(args)

@@ -27,6 +27,7 @@ from serving.repository import signing
 from tests import corpus
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
 from tests.serving import traffic
+from tests.serving.test_versions import status
 from tests.waiting import request_logs_closed, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -263,11 +264,7 @@ def test_a_month_whose_data_the_served_model_no_longer_fits_is_refused_as_bad_da
 
 def _available(url: str, model: str) -> set[int]:
     """The versions a server reports AVAILABLE for `model` (TF Serving's model status)."""
-    import urllib.request
-
-    with urllib.request.urlopen(f"{url}/v1/models/{model}", timeout=10) as r:
-        status = json.load(r)["model_version_status"]
-    return {int(v["version"]) for v in status if v["state"] == "AVAILABLE"}
+    return {v for v, s in status(url, model).items() if s["state"] == "AVAILABLE"}
 
 
 def _config(env, path, hparams=None, **changes) -> str:
@@ -444,12 +441,12 @@ def test_a_canary_of_the_pushed_model_is_promoted_and_a_degraded_one_rolled_back
         until(lambda: os.path.exists(port_file) or server.poll() is not None, 180, "retrain serve to start")
         assert server.poll() is None, "retrain serve exited"
         url = f"http://127.0.0.1:{json.load(open(port_file))['rest']}"
-        until(lambda: _available(url, "taxi") >= {stable, stable + 1}, 60, "both versions to load", ignore=(OSError,))
+        until(lambda: _available(url, "taxi") >= {stable, stable + 1}, 60, "both versions to load")
         good = traffic_and_decision("good", 3000)
         assert good["action"] == "promote" and good["applied"], good["reason"]
         assert abs(good["difference"]["estimate"]) < 0.05
         degraded = rollout_demo.push_degraded(work, "taxi", 0.5)
-        until(lambda: degraded in _available(url, "taxi"), 60, "the degraded canary to load", ignore=(OSError,))
+        until(lambda: degraded in _available(url, "taxi"), 60, "the degraded canary to load")
         bad = traffic_and_decision("bad", 1200)
         assert bad["action"] == "rollback" and bad["applied"], bad["reason"]
         assert bad["live"]["canary"]["auc"]["value"] < 0.7 < bad["live"]["stable"]["auc"]["value"]

@@ -7,7 +7,6 @@ server, e.g. TensorFlow Serving serving `python -m tests.serving.toy_model DIR 1
 `toy`; tests that need to change what is served then skip.
 """
 
-import argparse
 import json
 import os
 import signal
@@ -58,10 +57,7 @@ class InProcessServer:
     def __init__(self, args):
         from serving.server import main
 
-        parser = argparse.ArgumentParser()
-        main.add_model_options(parser)
-        main.add_server_options(parser)
-        options = parser.parse_args(["--rest-port", "0", "--grpc-port", "0", *args])
+        options = main.parser().parse_args(["--rest-port", "0", "--grpc-port", "0", *args])
         config, config_path = main.model_config_from_args(options)
         self.server = main.build_server(options, config, config_path)
         self.server.start()
