@@ -417,6 +417,9 @@ def test_grpc_errors(stubs):
 def test_metrics_count_requests(server):
     if os.environ.get("SERVING_BASE_URL"):
         pytest.skip("TF Serving exposes metrics only with a monitoring config")
+    # A request of its own: the test must not depend on another having run first.
+    status, _ = call(server[0], f"/v1/models/{MODEL}:predict", {"instances": [b64(1.0)]})
+    assert status == 200
     with urllib.request.urlopen(server[0] + "/metrics", timeout=30) as r:
         text = r.read().decode()
     assert 'retrain_serving_requests_total{api="predict",code="OK",model="toy"}' in text
