@@ -137,7 +137,7 @@ def test_any_notifier_class_gets_the_alert_text():
 
 def test_nobody_configured_means_the_task_log_only(caplog):
     alert = alerts.Alert(alerts.TASK_FAILURE, "taxi", "201304", "run-1", "boom", "taxi_retraining", "Trainer")
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="airflow_tfx.alerts"):
         assert not alerts.send(airflow_settings.resolve_alerts({}, env={}), alert, {})
     assert "ALERT [retrain] taxi span 201304" in caplog.text and "no recipient configured" in caplog.text
 
@@ -145,7 +145,7 @@ def test_nobody_configured_means_the_task_log_only(caplog):
 def test_an_unreachable_smtp_server_is_logged_not_raised(monkeypatch, caplog):
     monkeypatch.setenv("AIRFLOW_CONN_SMTP_ALERTS", smtp_inbox.connection(smtp_inbox.free_port()))
     alert = alerts.Alert(alerts.TASK_FAILURE, "taxi", "201304", "run-1", "boom", "taxi_retraining", "Trainer")
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="airflow_tfx.alerts"):
         assert not alerts.send(SETTINGS, alert, {})
     assert "alert not delivered through smtp" in caplog.text
 
