@@ -31,9 +31,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from core import machine, nodes
+from core.settings import Settings, SettingsError
 
 PROFILES = ("direct", "direct-multiprocess", "portable", "flink", "spark", "dataflow")
 CHOICES = ("auto", *PROFILES)
@@ -62,11 +63,9 @@ DEFAULT_MULTIPROCESS_FROM_MB = 256
 UNUSED = "unused"
 # The nodes that run Beam pipelines (what `beam.nodes` may name).
 BEAM_NODES = (nodes.CSV_EXAMPLE_GEN, nodes.IMPORT_EXAMPLE_GEN, nodes.STATISTICS_GEN, nodes.TRANSFORM, nodes.EVALUATOR)
-_KEYS = ("profile", "workers", "multiprocess_from_mb", "options", "extra_args", "nodes")
-_NODE_KEYS = ("profile", "workers", "options", "extra_args")
 
 
-class BeamConfigError(ValueError):
+class BeamConfigError(SettingsError):
     """A `beam:` value that cannot work; names the key."""
 
 
@@ -91,109 +90,71 @@ class Choice:
 
 
 @dataclasses.dataclass(frozen=True)
-class BeamSettings:
-    profile: str = "auto"
+class NodeOverride(Settings):
+    """One Beam node's own settings (`beam.nodes.<node>:`); a key left out is the block's.
+    A node with another profile than the block's takes none of the block's options or
+    extra_args."""
+
+    # Each as in the block (beam.profile, beam.workers, ...); unset: the block's.
+    profile: Literal[CHOICES] | None = None  # type: ignore[valid-type]
+    workers: int | None = None
+    options: Mapping[str, Any] | None = None
+    extra_args: tuple[str, ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamSettings(Settings):
+    """How the Beam nodes run (pipelines/beam.py): a runner profile, chosen per node and by
+    the size of its input."""
+
+    # auto, direct, direct-multiprocess, portable, flink, spark or dataflow (PROFILES); auto:
+    # direct below multiprocess_from_mb of input to a node, direct-multiprocess from it.
+    profile: Literal[CHOICES] = "auto"  # type: ignore[valid-type]
+    # direct-multiprocess / portable parallelism; 0 = one per core.
     workers: int = 0
+
+    # auto's threshold: a node's input size (its span's or window's files on disk), in MB.
     multiprocess_from_mb: int = DEFAULT_MULTIPROCESS_FROM_MB
+    # The profile's own options, as Beam names them (PROFILE_OPTIONS in pipelines/beam.py).
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # More Beam flags (--flag[=value]), passed as they are.
     extra_args: tuple[str, ...] = ()
-    nodes: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    # Per Beam node (ExampleGen, StatisticsGen, Transform, Evaluator), the same keys.
+    nodes: Mapping[str, NodeOverride] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any] | None, known_nodes: tuple[str, ...] = ()) -> BeamSettings:
-        """Validates the `beam:` block.
+    def load(cls, values: Mapping[str, Any] | None, known_nodes: tuple[str, ...] = ()) -> BeamSettings:
+        """The `beam:` block, checked by the settings loader (core/settings.py) and the
+        profiles' own rules, with `nodes` limited to `known_nodes` where given.
 
         Raises:
           BeamConfigError: naming the key (`beam.nodes.Evaluator.profile: ...`).
         """
-        values = dict(values or {})
-        _unknown("beam", values, _KEYS)
-        settings = cls(
-            profile=values.get("profile", "auto"),
-            workers=values.get("workers", 0),
-            multiprocess_from_mb=values.get("multiprocess_from_mb", DEFAULT_MULTIPROCESS_FROM_MB),
-            options=dict(values.get("options") or {}),
-            extra_args=tuple(values.get("extra_args") or ()),
-            nodes={k: dict(v or {}) for k, v in (values.get("nodes") or {}).items()},
-        )
-        settings._check("beam", settings.profile, settings.workers, settings.options, settings.extra_args,
-                        choices=CHOICES)
-        for key in ("workers", "multiprocess_from_mb"):
-            value = getattr(settings, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise BeamConfigError(f"beam.{key}: expected an integer >= 0, got {value!r}")
-        if known_nodes:
-            unknown = sorted(set(settings.nodes) - set(known_nodes))
-            if unknown:
-                raise BeamConfigError(f"beam.nodes: {', '.join(unknown)} run no Beam (Beam nodes: {', '.join(known_nodes)})")
-        for node, override in settings.nodes.items():
-            _unknown(f"beam.nodes.{node}", override, _NODE_KEYS)
-            resolved = settings.for_node(node)
-            settings._check(f"beam.nodes.{node}", resolved.profile, resolved.workers, resolved.options,
-                            resolved.extra_args, choices=CHOICES)
+        try:
+            settings = cls.from_dict(values, "beam")
+        except SettingsError as e:
+            raise BeamConfigError(str(e)) from None
+        unknown = sorted(set(settings.nodes) - set(known_nodes)) if known_nodes else []
+        if unknown:
+            raise BeamConfigError(f"beam.nodes: {', '.join(unknown)} run no Beam (Beam nodes: {', '.join(known_nodes)})")
         return settings
 
-    @staticmethod
-    def _check(where: str, profile, workers, options, extra_args, choices) -> None:
-        if profile not in choices:
-            raise BeamConfigError(f"{where}.profile: {profile!r} is not one of {list(choices)}")
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-            raise BeamConfigError(f"{where}.workers: expected an integer >= 0, got {workers!r}")
-        if not isinstance(options, Mapping):
-            raise BeamConfigError(f"{where}.options: expected a mapping of Beam option: value, got {options!r}")
-        if not all(isinstance(a, str) and a.startswith("--") for a in extra_args):
-            raise BeamConfigError(f"{where}.extra_args: expected a list of --flag[=value] strings, got {list(extra_args)}")
-        if profile == "auto":
-            if options:
-                raise BeamConfigError(f"{where}.options: profile auto picks direct or direct-multiprocess, which "
-                                      f"take no options; name the profile the options are for")
-            return
-        required, known = PROFILE_OPTIONS[profile]
-        missing = [k for k in required if options.get(k) in (None, "")]
-        if missing:
-            raise BeamConfigError(f"{where}.options: profile {profile} needs {', '.join(missing)}")
-        unknown = sorted(set(options) - set(required) - set(known))
-        if unknown:
-            raise BeamConfigError(f"{where}.options: {', '.join(unknown)} not known for profile {profile} "
-                                  f"(known: {', '.join(sorted(required + known)) or 'none'}; other flags go in extra_args)")
-        environment = options.get("environment_type")
-        if environment is not None and environment not in _ENVIRONMENTS:
-            raise BeamConfigError(f"{where}.options.environment_type: {environment!r} is not one of {list(_ENVIRONMENTS)}")
-        if profile == "portable" and options.get("environment_type", "EXTERNAL") == "EXTERNAL" \
-                and not options.get("environment_config"):
-            raise BeamConfigError(f"{where}.options.environment_config: an EXTERNAL environment needs the worker "
-                                  "pool's host:port (scripts/beam_portable.sh start prints it)")
-        for key in ("job_endpoint", "environment_config", "flink_master", "artifact_endpoint"):
-            value = options.get(key)
-            if key == "environment_config" and options.get("environment_type", "EXTERNAL") != "EXTERNAL":
-                continue
-            if value is not None and not (isinstance(value, str) and (_host_port(value) or value.startswith("["))):
-                raise BeamConfigError(f"{where}.options.{key}: expected host:port, got {value!r}")
-        if profile == "spark":
-            url = options["spark_master_url"]
-            if not (isinstance(url, str) and (url.startswith(("spark://", "local")) or url == "yarn")):
-                raise BeamConfigError(f"{where}.options.spark_master_url: expected spark://host:port, local[N] or yarn, "
-                                      f"got {url!r}")
-        if profile == "dataflow":
-            for key in ("temp_location", "staging_location"):
-                value = options.get(key)
-                if value is not None and not str(value).startswith("gs://"):
-                    raise BeamConfigError(f"{where}.options.{key}: Dataflow needs a gs:// path, got {value!r}")
-        for key in ("flink_job_server_jar", "spark_job_server_jar"):
-            jar = options.get(key)
-            if jar is not None and "://" not in str(jar) and not os.path.isfile(str(jar)):
-                raise BeamConfigError(f"{where}.options.{key}: {jar} is not a file (these machines cannot fetch it "
-                                      "from Maven)")
+    def check(self) -> None:
+        if self.multiprocess_from_mb < 0:
+            raise SettingsError(f"multiprocess_from_mb: expected an integer >= 0, got {self.multiprocess_from_mb!r}")
+        _check_profile("", self.for_node(None))
+        for node in self.nodes:
+            _check_profile(f"nodes.{node}.", self.for_node(node))
 
-    def for_node(self, node: str) -> NodeBeam:
-        override = self.nodes.get(node, {})
-        profile = override.get("profile", self.profile)
+    def for_node(self, node: str | None) -> NodeBeam:
+        override = self.nodes.get(node) or NodeOverride() if node is not None else NodeOverride()
+        profile = self.profile if override.profile is None else override.profile
         same = profile == self.profile
         return NodeBeam(
             profile=profile,
-            workers=override.get("workers", self.workers),
-            options=dict(override.get("options") or (self.options if same else {})),
-            extra_args=tuple(override.get("extra_args") or (self.extra_args if same else ())),
+            workers=self.workers if override.workers is None else override.workers,
+            options=dict(override.options or (self.options if same else {})),
+            extra_args=tuple(override.extra_args or (self.extra_args if same else ())),
         )
 
     def choose(self, node: str, input_bytes: int, setup_file: str, cpus: int | None = None) -> Choice:
@@ -211,6 +172,56 @@ class BeamSettings:
         workers = node_beam.workers or cpus or machine.usable_cpus()
         return Choice(node, profile, tuple(args_for(profile, workers, node_beam.options, node_beam.extra_args,
                                                     setup_file)), reason)
+
+
+def _check_profile(where: str, node: NodeBeam) -> None:
+    """A profile's rules; `where` is the key path below `beam.` ('' or 'nodes.<node>.')."""
+    profile, workers, options, extra_args = node.profile, node.workers, node.options, node.extra_args
+    if workers < 0:
+        raise SettingsError(f"{where}workers: expected an integer >= 0, got {workers!r}")
+    if not all(isinstance(a, str) and a.startswith("--") for a in extra_args):
+        raise SettingsError(f"{where}extra_args: expected a list of --flag[=value] strings, got {list(extra_args)}")
+    if profile == "auto":
+        if options:
+            raise SettingsError(f"{where}options: profile auto picks direct or direct-multiprocess, which "
+                              f"take no options; name the profile the options are for")
+        return
+    required, known = PROFILE_OPTIONS[profile]
+    missing = [k for k in required if options.get(k) in (None, "")]
+    if missing:
+        raise SettingsError(f"{where}options: profile {profile} needs {', '.join(missing)}")
+    unknown = sorted(set(options) - set(required) - set(known))
+    if unknown:
+        raise SettingsError(f"{where}options: {', '.join(unknown)} not known for profile {profile} "
+                            f"(known: {', '.join(sorted(required + known)) or 'none'}; other flags go in extra_args)")
+    environment = options.get("environment_type")
+    if environment is not None and environment not in _ENVIRONMENTS:
+        raise SettingsError(f"{where}options.environment_type: {environment!r} is not one of {list(_ENVIRONMENTS)}")
+    if profile == "portable" and options.get("environment_type", "EXTERNAL") == "EXTERNAL" \
+            and not options.get("environment_config"):
+        raise SettingsError(f"{where}options.environment_config: an EXTERNAL environment needs the worker "
+                            "pool's host:port (scripts/beam_portable.sh start prints it)")
+    for key in ("job_endpoint", "environment_config", "flink_master", "artifact_endpoint"):
+        value = options.get(key)
+        if key == "environment_config" and options.get("environment_type", "EXTERNAL") != "EXTERNAL":
+            continue
+        if value is not None and not (isinstance(value, str) and (_host_port(value) or value.startswith("["))):
+            raise SettingsError(f"{where}options.{key}: expected host:port, got {value!r}")
+    if profile == "spark":
+        url = options["spark_master_url"]
+        if not (isinstance(url, str) and (url.startswith(("spark://", "local")) or url == "yarn")):
+            raise SettingsError(f"{where}options.spark_master_url: expected spark://host:port, local[N] or yarn, "
+                                f"got {url!r}")
+    if profile == "dataflow":
+        for key in ("temp_location", "staging_location"):
+            value = options.get(key)
+            if value is not None and not str(value).startswith("gs://"):
+                raise SettingsError(f"{where}options.{key}: Dataflow needs a gs:// path, got {value!r}")
+    for key in ("flink_job_server_jar", "spark_job_server_jar"):
+        jar = options.get(key)
+        if jar is not None and "://" not in str(jar) and not os.path.isfile(str(jar)):
+            raise SettingsError(f"{where}options.{key}: {jar} is not a file (these machines cannot fetch it "
+                                "from Maven)")
 
 
 def args_for(profile: str, workers: int, options: Mapping[str, Any], extra_args: tuple[str, ...],
@@ -232,12 +243,6 @@ def args_for(profile: str, workers: int, options: Mapping[str, Any], extra_args:
                 elif item is not False and item is not None:
                     args.append(f"--{key}={item}")
     return args + list(extra_args)
-
-
-def _unknown(where: str, values: Mapping, known: tuple[str, ...]) -> None:
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise BeamConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
 
 
 def _host_port(value: str) -> bool:

@@ -91,7 +91,9 @@ def config_page() -> str:
            "Relative paths are resolved against the config file's folder. `retrain run --set KEY=VALUE`",
            "overrides a key for one run.", "", "## Top-level keys", ""]
     out += _table(config.PipelineConfig)
-    queue, done = list(config.BLOCKS.items()), set()
+    from pipelines import beam
+
+    queue, done = [*config.BLOCKS.items(), ("beam", beam.BeamSettings)], set()
     while queue:
         block, cls = queue.pop(0)
         if cls in done:

@@ -5,8 +5,8 @@ missing ones and wrong types for all of them, naming the key's path
 (`rollout.canary_share: ...`); a class's `check()` adds its range rules. The class lives
 beside the code that uses the block (the trainer toolkit, the rollout, a component...).
 Validation parses each block at load; docs/reference/config.md documents each from its
-class. The `beam:` block has its own parser (pipelines/beam.py): its keys depend on the
-chosen runner profile.
+class. The `beam:` block's class (`BeamSettings`, pipelines/beam.py) is loaded the same way;
+it is not listed here because its `nodes:` may only name the pipeline's Beam nodes.
 """
 
 from __future__ import annotations

@@ -174,6 +174,7 @@ class PipelineConfig:
     # How CsvExampleGen writes examples (components/example_gen): engine fast (every core,
     # no Beam; the same examples and splits), beam (TFX's executor) or auto.
     ingestion: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # TFX's execution cache: a node whose inputs and settings are unchanged reuses its outputs.
     enable_cache: bool = True
     # ML Metadata's store (core/metadata.py): "sqlite" (<workdir>/metadata/<pipeline>.sqlite)
     # or mysql://user@127.0.0.1:3306/database. RETRAIN_METADATA_URL wins; the password comes
@@ -296,7 +297,7 @@ class PipelineConfig:
 
     @property
     def beam_settings(self) -> beam_lib.BeamSettings:
-        return beam_lib.BeamSettings.from_dict(self.beam, beam_lib.BEAM_NODES)
+        return beam_lib.BeamSettings.load(self.beam, beam_lib.BEAM_NODES)
 
     @property
     def ingest_settings(self) -> IngestSettings:

@@ -55,7 +55,7 @@ def test_flags_are_what_beam_reads():
 
 
 def test_auto_picks_by_input_size_and_per_node_settings_win():
-    settings = beam.BeamSettings.from_dict(
+    settings = beam.BeamSettings.load(
         {"profile": "auto", "multiprocess_from_mb": 10,
          "nodes": {"Evaluator": {"profile": "direct"}, "Transform": {"profile": "portable", "options": {
              "job_endpoint": "localhost:8099", "environment_config": "localhost:50000"}}}}, beam.BEAM_NODES)
@@ -90,7 +90,7 @@ def test_auto_picks_by_input_size_and_per_node_settings_win():
 ])
 def test_bad_blocks_name_the_key(block, message):
     with pytest.raises(beam.BeamConfigError, match=message):
-        beam.BeamSettings.from_dict(block, beam.BEAM_NODES)
+        beam.BeamSettings.load(block, beam.BEAM_NODES)
 
 
 def test_the_compiled_pipeline_carries_each_nodes_flags(tmp_path):
