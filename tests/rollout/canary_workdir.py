@@ -23,6 +23,7 @@ from core import layout
 from rollout import feedback
 from serving.repository import model_config, versions
 from serving.server import request_log, routing
+from tests import waiting
 from tests.rollout import toy_scorer
 
 
@@ -46,7 +47,9 @@ def build(workdir: str, model: str, canary_weight: float, requests: int, share: 
     logger = request_log.RequestLogger(model, logging_config)
     loaded = {v: tf.saved_model.load(os.path.join(base, str(v))).signatures["serving_default"] for v in weights}
     keys = [f"req-{i}" for i in range(requests)]
-    time.sleep(1.0)  # logged after the canary started (whole seconds)
+    # Request logs keep whole seconds: the first record must fall after the canary started.
+    started = versions.rollout_state(base)["started_at"]
+    waiting.until(lambda: int(time.time()) > started, 2.0, "a whole second after the canary started")
     for key, example in zip(keys, examples):
         version = 2 if routing.to_canary(key, share) else 1
         outputs = loaded[version](examples=tf.constant([example]))
