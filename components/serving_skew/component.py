@@ -17,35 +17,13 @@ the Trainer) when a feature is skewed, `warn` reports it and goes on. Too little
 (fewer than `min_examples` logged examples) or nothing served yet is reported as not checked.
 """
 
-import dataclasses
-
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.types.artifact import Artifact
 
 from components.serving_skew import executor
-from components.serving_skew.executor import ACTIONS
-from core.settings import Settings, SettingsError
-
-
-@dataclasses.dataclass(frozen=True)
-class SkewSettings(Settings):
-    """The `serving_skew:` block: what a skewed feature does (`block` stops the run before
-    training, `warn` reports only, `off` skips the check) and the fewest logged examples
-    worth checking."""
-
-    # block: stop the run before training when a feature is skewed; warn: report only; off: skip the
-    # check.
-    action: str = "warn"
-    # Fewer logged examples than this: reported as not checked.
-    min_examples: int = 50
-
-    def check(self) -> None:
-        if self.action not in ACTIONS:
-            raise SettingsError(f"action: {self.action!r} is not one of {', '.join(ACTIONS)}")
-        if self.min_examples < 1:
-            raise SettingsError(f"min_examples: must be an integer >= 1, got {self.min_examples!r}")
+from components.serving_skew.settings import SkewSettings  # noqa: F401  (the block beside its node)
 
 
 class ServingSkewReport(Artifact):

@@ -9,6 +9,7 @@ from typing import Any
 
 from components.resolvers.served_statistics import served_version
 from components.resolvers.span_window import span_of
+from components.serving_skew.settings import ACTIONS  # noqa: F401  (block, warn, off)
 from core import files, layout
 
 logger = logging.getLogger(__name__)
@@ -16,7 +17,6 @@ logger = logging.getLogger(__name__)
 REPORT_FILE = layout.SKEW_REPORT
 STATS_FILE = "serving_stats.pb"
 STOPPED_DIR = os.path.basename(layout.SKEW_STOPPED_DIR)
-ACTIONS = ("block", "warn", "off")
 SERVING = "SERVING"  # TFDV's environment name for served data
 
 

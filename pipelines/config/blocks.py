@@ -14,7 +14,7 @@ from __future__ import annotations
 from components.data_gate.consistency import SpanConsistency
 from components.evaluator.new_span import NewSpanSettings
 from components.example_gen.settings import IngestSettings
-from components.serving_skew.component import SkewSettings
+from components.serving_skew.settings import SkewSettings
 from components.tflite_export.settings import TFLiteSettings
 from core.airflow_settings import AirflowSettings, AlertSettings
 from core.settings import Settings

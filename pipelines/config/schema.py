@@ -16,7 +16,7 @@ from typing import Any, Literal
 from components.data_gate.consistency import SpanConsistency
 from components.evaluator.new_span import NewSpanSettings
 from components.example_gen.settings import IngestSettings
-from components.serving_skew.component import SkewSettings
+from components.serving_skew.settings import SkewSettings
 from components.tflite_export.settings import TFLiteSettings
 from core import layout, nodes, project, tasks
 from core import metadata as metadata_lib

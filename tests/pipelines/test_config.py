@@ -1,11 +1,13 @@
 """Config parsing: the shipped config loads; every kind of bad value names its field."""
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
 from pipelines import config as config_lib
-from tests.conftest import TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
+from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA
 
 
 def _base() -> dict:
@@ -174,3 +176,14 @@ def test_taxi_rolls_out_through_a_canary_judged_on_auc():
     settings = config_lib.load(TAXI_CONFIG).rollout_settings
     assert settings.mode == "canary" and settings.metric_for("binary_classification") == "auc"
     assert settings.margin("auc") == 0.02 and config_lib.from_dict(_base()).rollout_settings.mode == "direct"
+
+
+def test_a_config_loads_without_tensorflow():
+    """Configs validate, and the Models view reads them, where TFX is not imported: a config
+    that pulled in TensorFlow would cost every `retrain view` (each page of the Models view)
+    seconds of imports."""
+    code = ("import sys; from pipelines import config; config.load(sys.argv[1]); "
+            "print(sorted(m for m in ('tensorflow', 'tfx') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, TAXI_CONFIG], capture_output=True, text=True, check=True,
+                         cwd=REPO).stdout
+    assert out.strip() == "[]"
