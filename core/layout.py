@@ -89,3 +89,9 @@ def report_dir(pipeline_root_dir: str, run_id: str) -> str:
 
 def log_path(workdir: str, pipeline: str, run_id: str) -> str:
     return os.path.join(workdir, "logs", f"{pipeline}-{run_id.replace(':', '')}.log")
+
+
+def alerts_path(workdir: str, pipeline: str) -> str:
+    """Every alert sent for the pipeline, a JSON line each (airflow_tfx/alerts.py appends;
+    the Models view lists those since the last push as open)."""
+    return os.path.join(workdir, "alerts", f"{pipeline}.jsonl")

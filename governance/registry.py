@@ -23,7 +23,7 @@ def _training_execution(store, model):
     return execution if node == nodes.TRAINER else None
 
 
-def _report(store, pipeline: str, pipeline_root: str, workdir: str, run_id: str) -> dict:
+def report(store, pipeline: str, pipeline_root: str, workdir: str, run_id: str) -> dict:
     """The run's report.json, written from its record first if it is missing."""
     path = os.path.join(layout.report_dir(pipeline_root, run_id), layout.REPORT_JSON)
     if not os.path.exists(path):
@@ -59,7 +59,7 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
             continue
         run_id = _latest_run(store, model, execution)
         folder = layout.report_dir(pipeline_root, run_id)
-        rep = _report(store, pipeline, pipeline_root, workdir, run_id)
+        rep = report(store, pipeline, pipeline_root, workdir, run_id)
         overall = (rep.get("evaluation") or {}).get("overall") or {}
         version = _pushed_version(store, model)
         mp = props(model)

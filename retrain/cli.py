@@ -19,6 +19,7 @@
     retrain rollout simulate --span S [--requests N]    a span's examples as keyed requests, and their labels
     retrain report --run-dir DIR                        a run's governance report (HTML + JSON)
     retrain models [--config C]                         every candidate model, with report links
+    retrain view --pipeline taxi                        what the Models view in Airflow shows (JSON)
     retrain lineage taxi VERSION                        data span -> served version
     retrain approve --model-id N --decision approve     a reviewer's decision before push
 

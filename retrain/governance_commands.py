@@ -1,4 +1,4 @@
-"""`retrain report`, `retrain models`, `retrain lineage`, `retrain approve`: governance in the CLI."""
+"""`retrain report`, `retrain models`, `retrain view`, `retrain lineage`, `retrain approve`: governance in the CLI."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def add_parsers(sub) -> None:
     models.add_argument("--workdir", default="work")
     models.add_argument("--model", help="model name (default: the config's)")
     models.add_argument("--json", action="store_true")
+
+    view = sub.add_parser("view", help="what the Models view in Airflow shows for a pipeline (JSON): serving, "
+                                       "spans, versions, alerts, quarantine")
+    view.add_argument("--pipeline", action="append", required=True, help="repeatable")
+    view.add_argument("--workdir", default="work")
 
     lin = sub.add_parser("lineage", help="the chain from data spans to a pushed version")
     lin.add_argument("model")
@@ -83,6 +88,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from governance import models_view
+
+    views = {}
+    for pipeline in args.pipeline:
+        if not os.path.exists(options.pipeline_config_path(pipeline)):
+            raise BadInput(f"no pipeline {pipeline!r}: {options.pipeline_config_path(pipeline)} does not exist")
+        views[pipeline] = models_view.pipeline_view(options.load_config(options.pipeline_config_path(pipeline),
+                                                                        workdir=args.workdir))
+    sys.stdout.write(models_view.to_json(views) + "\n")
+    return exit_codes.OK
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     from governance import registry
 
@@ -117,4 +135,4 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-COMMANDS = {"report": cmd_report, "models": cmd_models, "lineage": cmd_lineage, "approve": cmd_approve}
+COMMANDS = {"report": cmd_report, "models": cmd_models, "view": cmd_view, "lineage": cmd_lineage, "approve": cmd_approve}

@@ -29,6 +29,7 @@ def add_parsers(sub) -> None:
     rb.add_argument("--to", type=int, help="version to serve (default: the one before the served one)")
     rb.add_argument("--latest", action="store_true", help="undo a rollback: serve the latest version again")
     rb.add_argument("--reason", required=True, help="recorded in the model's history")
+    rb.add_argument("--by", help="who decided, recorded in the history (default: RETRAIN_USER or the login)")
     rb.add_argument("--workdir", default="work")
 
     ver = sub.add_parser("verify", help="check pushed versions against their signatures (exit 1 if any fails)")
@@ -101,9 +102,9 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from serving.repository import versions
 
     if args.latest:
-        entry = versions.release(_serving_root(args), args.model, args.reason)
+        entry = versions.release(_serving_root(args), args.model, args.reason, user=args.by)
     else:
-        entry = versions.rollback(_serving_root(args), args.model, args.to, args.reason)
+        entry = versions.rollback(_serving_root(args), args.model, args.to, args.reason, user=args.by)
     sys.stdout.write(
         f"{args.model}: serving version {entry['to_version']} (was {entry['from_version']}); "
         f"recorded in {os.path.join(_serving_root(args), args.model, 'history.jsonl')}\n"
