@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import html
 import importlib
+import json
 import logging
+import os
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -32,6 +35,7 @@ import pendulum
 from airflow.sdk import BaseNotifier
 
 from airflow_tfx import arrivals, links
+from core import layout
 from core import outcome as outcomes
 
 GATE_STOP = "gate_stop"
@@ -120,9 +124,29 @@ def notifier_for(settings: Mapping[str, Any], alert: Alert) -> BaseNotifier | No
     return cls(**args)
 
 
+def record(alert: Alert, logger=log) -> None:
+    """Appends the alert to `<workdir>/alerts/<pipeline>.jsonl` (the Models view lists those
+    since the pipeline's last push as open). A workdir that cannot be written only logs."""
+    workdir = os.environ.get("RETRAIN_WORKDIR")
+    if not workdir:
+        return
+    entry = {"time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "kind": alert.kind,
+             "pipeline": alert.pipeline, "span": alert.span, "run_id": alert.run_id, "task_id": alert.task_id,
+             "subject": alert.subject, "reason": alert.reason[:2000]}
+    path = layout.alerts_path(workdir, alert.pipeline)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
+    except OSError as e:
+        logger.error("alert not recorded in %s: %s", path, e)
+
+
 def send(settings: Mapping[str, Any], alert: Alert, context: Any, logger=log) -> bool:
-    """Logs the alert and hands it to the configured notifier. True when a notifier took it."""
+    """Logs and records the alert and hands it to the configured notifier. True when a
+    notifier took it."""
     logger.warning("ALERT %s\n%s", alert.subject, alert.text)
+    record(alert, logger)
     try:
         notifier = notifier_for(settings, alert)
         if notifier is None:

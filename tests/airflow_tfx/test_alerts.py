@@ -3,6 +3,7 @@ carries the span, the reason and the report link; a provider notifier gets the s
 notifier that cannot deliver never raises."""
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -190,3 +191,14 @@ def test_rollout_decisions_alert_on_promotion_rollback_and_the_live_floor():
     assert [k for k, _ in alerts.rollout_alerts({**applied, "action": "promote", "alerts": []})] == [alerts.PROMOTED]
     alert = alerts.Alert(alerts.PROMOTED, "taxi", None, "scheduled__x", "why", "taxi_rollout", "decide_canary")
     assert alert.subject == "[retrain] taxi: the canary was promoted to stable"
+
+
+def test_every_alert_is_recorded_for_the_models_view(monkeypatch, tmp_path):
+    monkeypatch.setenv("RETRAIN_WORKDIR", str(tmp_path))
+    for run in ("run-1", "run-2"):
+        alerts.send(airflow_settings.resolve_alerts({}, env={}),
+                    alerts.Alert(alerts.TASK_FAILURE, "taxi", "201304", run, "boom", "taxi_retraining", "Trainer"), {})
+    with open(tmp_path / "alerts" / "taxi.jsonl") as f:
+        recorded = [json.loads(line) for line in f]
+    assert [r["run_id"] for r in recorded] == ["run-1", "run-2"]  # appended, earlier ones kept
+    assert recorded[0]["subject"].startswith("[retrain] taxi span 201304") and recorded[0]["task_id"] == "Trainer"
