@@ -1,5 +1,7 @@
 """Airflow plugin: serves governance reports at /retrain/reports/<pipeline>/<run>/report.html
-and the model index at /retrain/reports/<pipeline>/index.html, from RETRAIN_WORKDIR.
+and the model index at /retrain/reports/<pipeline>/index.html, from RETRAIN_WORKDIR; and the
+Models view (airflow_tfx/models_ui.py) at /retrain/models/, shown in Airflow's navigation
+("Models") and as a "Model" tab on each DAG run.
 
 Only to users Airflow's auth manager lets read the pipeline's DAG runs: the UI's login
 (its session cookie) or an API token (`Authorization: Bearer`), as for Airflow's own
@@ -17,11 +19,12 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
-from airflow_tfx import links
+from airflow_tfx import links, models_ui
 from airflow_tfx.compiled_dag import REPO
 from airflow_tfx.dag_factory import WORKDIR_ENV
 
-app = FastAPI(title="Retraining governance reports")
+app = FastAPI(title="Retraining governance reports and models")
+app.include_router(models_ui.router)
 
 
 def _governance_root(pipeline: str) -> str:
@@ -56,4 +59,5 @@ def report_file(pipeline: str, path: str) -> FileResponse:
 
 class RetrainReportsPlugin(AirflowPlugin):
     name = "retrain_reports"
-    fastapi_apps = [{"app": app, "url_prefix": "/retrain", "name": "Retraining governance reports"}]
+    fastapi_apps = [{"app": app, "url_prefix": "/retrain", "name": "Retraining governance reports and models"}]
+    external_views = models_ui.external_views()
