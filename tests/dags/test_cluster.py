@@ -6,12 +6,16 @@ A backfill of two months with both runs active at once: both succeed, their task
 both workers (forked from the host's warm TFX runtime), the later month waited for the
 earlier one's gate and model (the span claims in MariaDB say so), and the pushes are in
 month order. Then the UI: the DAG's grid renders in headless Chromium, every task links to
-its run's governance report, which the Airflow plugin serves (and nothing else).
+its run's governance report, which the Airflow plugin serves (and nothing else). Last, the
+Models view over ML Metadata on MariaDB: both months on the timeline, a quarantine from the
+page recorded in that store, and a user the auth manager denies the DAG refused everywhere.
 """
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -38,7 +42,10 @@ def cluster(tmp_path_factory):
                RETRAIN_REDIS_DB="1", KEEP_SERVICES="1", RETRAIN_TFX_PYTHON=TFX_PYTHON,
                # `airflow backfill` replays calendar months: the monthly schedule (runs on data
                # arrival are tested in test_standalone.py).
-               RETRAIN_SCHEDULE="monthly")
+               RETRAIN_SCHEDULE="monthly",
+               # DAG-level access as FAB or Keycloak rule it: `auditor` may not see taxi_retraining.
+               AIRFLOW__CORE__AUTH_MANAGER="tests.airflow_tfx.scoped_auth.ScopedAuthManager",
+               RETRAIN_TEST_DAG_DENY="auditor=taxi_retraining", PYTHONPATH=REPO)
     subprocess.run([SERVICES, "mariadb-db", "cluster_test"], check=True, env=env, capture_output=True)
     subprocess.run([SERVICES, "postgres-db", "airflow_cluster_test"], check=True, env=env, capture_output=True)
     start = subprocess.run([AIRFLOW_SH, "cluster-start"], env=env, capture_output=True, text=True, timeout=600)
@@ -156,3 +163,55 @@ def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster)
         urllib.request.urlopen(base + "/retrain/reports/taxi/../../../metadata/taxi.sqlite", timeout=30)
     ui.screenshot(url, "airflow-governance-report.png", os.path.join(cluster["root"], "chromium2"), "1200,2400",
                   shows=("governance report", "PUSHED", "<svg"))
+
+    # The Models view over ML Metadata on MariaDB (the hook hands the TFX runtime its URL):
+    # both months, and a quarantine done from the page is recorded in that store.
+    view = ui.api(base, "GET", "/retrain/models/api/taxi")
+    assert sorted(t["span"] for t in view["timeline"] if t["run_id"] in run_ids.values()) == [201303, 201304]
+    assert view["serving"]["stable"]["version"] == str(reports[201303]["pushed"]["version"])
+    with urllib.request.urlopen(base + "/retrain/models/taxi", timeout=60) as resp:
+        token = re.search(r"name='token' value='([0-9a-f]+)'", resp.read().decode()).group(1)
+    form = urllib.parse.urlencode({"span": "201302", "reason": "late corrections", "token": token}).encode()
+    with urllib.request.urlopen(urllib.request.Request(base + "/retrain/models/taxi/quarantine", data=form),
+                                timeout=120) as resp:
+        assert "span 201302 of taxi: quarantine" in resp.read().decode()
+    spans = tfx(cluster, "spans", "--workdir", work, "--data-root", os.path.join(REPO, "data", "taxi"))
+    assert "201302" in spans.stdout and "QUARANTINED" in spans.stdout.split("201302", 1)[1].split("\n", 1)[0]
+
+    # A user Airflow denies the DAG (a token signed with the cluster's JWT secret, as its API
+    # server signs them): taxi is not listed, and every page and action answers 403.
+    with open(os.path.join(cluster["root"], "airflow", "jwt.secret")) as f:
+        secret = f.read().strip()
+    minted = subprocess.run([os.path.join(os.path.dirname(sys.executable), "python"), "-c", _MINT], text=True,
+                            capture_output=True, timeout=120, cwd=REPO,
+                            env={**cluster, "AIRFLOW__API_AUTH__JWT_SECRET": secret,
+                                 "AIRFLOW_HOME": os.path.join(cluster["root"], "mint")})
+    auditor = minted.stdout.strip().splitlines()[-1]
+    pages = ["/retrain/models/taxi", "/retrain/models/api/taxi",
+             f"/retrain/models/taxi/versions/{view['serving']['stable']['version']}",
+             f"/retrain/models/run/taxi_retraining/{urllib.parse.quote(run_ids[201303], safe='')}"]
+    actions = {"/retrain/models/taxi/rollback": {"version": "1", "reason": "r", "token": "x"},
+               "/retrain/models/taxi/quarantine": {"span": "201303", "reason": "r", "token": "x"}}
+    assert [_status(base + p, auditor) for p in pages] == [403] * len(pages)
+    assert [_status(base + p, auditor, d) for p, d in actions.items()] == [403, 403]
+    req = urllib.request.Request(base + "/retrain/models/", headers={"Authorization": f"Bearer {auditor}"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        listed = resp.read().decode()
+    assert "/retrain/models/taxi'" not in listed and "/retrain/models/digits'" in listed
+
+
+_MINT = """
+from airflow.api_fastapi.app import create_auth_manager
+from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+print(create_auth_manager().generate_jwt(SimpleAuthManagerUser(username="auditor", role="admin")))
+"""
+
+
+def _status(url: str, token: str, data: dict | None = None) -> int:
+    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    req = urllib.request.Request(url, data=body, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code

@@ -7,11 +7,22 @@ alerts by SMTP to a real local server:
   task and pushes; the run outlives a deadline set short, and the deadline alert comes;
 - checking again with nothing new announces nothing and starts no run;
 - an external system announcing a span through the REST API starts its run;
-- the grid and the Assets view render in headless Chromium; `stop` ends all of it.
+- the grid and the Assets view render in headless Chromium, logged in;
+- the Models view (airflow_tfx/models_ui.py): its nav entry and run tab, the overview with
+  what serves, the pipeline page with the spans of real runs (one pushed beside the first,
+  one corrupted and stopped), a roll-back done from the page that `retrain serve` then
+  serves and the history records, and the access rules (no credentials 401; a viewer reads
+  but its actions answer 403);
+- `stop` ends all of it.
+
+Logins are real: users reviewer (admin) and viewer. `airflow standalone` always uses the
+simple auth manager, whose roles all read every DAG, so a user denied the DAG is tested on
+the cluster (test_cluster.py, with tests/airflow_tfx/scoped_auth.py).
 
 Task links and the governance report plugin are checked on the cluster (test_cluster.py).
 """
 
+import csv
 import datetime as dt
 import json
 import os
@@ -19,10 +30,13 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
 
+from airflow_tfx.arrivals import SUCCESS_MARKER
 from airflow_tfx.compiled_dag import REPO
 from core import layout
 from task_host import client as warm
@@ -85,7 +99,11 @@ def standalone(tmp_path_factory):
         shutil.copytree(os.path.join(TAXI_DATA, f"span-{span}"), data / f"span-{span}")
     port = ui.free_port()
     with smtp_inbox.serve() as (inbox, smtp_port):
-        env = {**os.environ, **ui.ALL_ADMINS, "AIRFLOW_HOME": str(root / "airflow"), "AIRFLOW_PORT": str(port),
+        env = {k: v for k, v in os.environ.items() if k != "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"}
+        env = {**env, "AIRFLOW_HOME": str(root / "airflow"), "AIRFLOW_PORT": str(port),
+               # `airflow standalone` forces the simple auth manager, whose roles all read every
+               # DAG: the user denied a DAG is tested on the cluster (test_cluster.py).
+               "AIRFLOW_USERS": "reviewer:admin,viewer:viewer",
                "RETRAIN_WORKDIR": str(root / "work"), "RETRAIN_DATA_ROOT_TAXI": str(data),
                "RETRAIN_ALERTS_TO": "ops@example.org", "AIRFLOW_CONN_SMTP_DEFAULT": smtp_inbox.connection(smtp_port),
                # A deadline the run is sure to miss (36 s after it was queued): the alert must come.
@@ -93,8 +111,13 @@ def standalone(tmp_path_factory):
         started = subprocess.run([SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=300)
         try:
             assert started.returncode == 0, started.stdout + started.stderr[-3000:]
-            yield {"base": f"http://127.0.0.1:{port}", "env": env, "root": root, "data": data, "inbox": inbox,
-                   "port": port, "started": started.stdout}
+            base = f"http://127.0.0.1:{port}"
+            with open(root / "airflow" / "simple_auth_manager_passwords.json.generated") as f:
+                passwords = json.load(f)
+            tokens = {user: ui.login(base, user, passwords[user], remember=user == "reviewer")
+                      for user in ("reviewer", "viewer")}
+            yield {"base": base, "env": env, "root": root, "data": data, "inbox": inbox,
+                   "port": port, "started": started.stdout, "tokens": tokens}
         finally:
             subprocess.run([SCRIPT, "stop"], env=env, check=True, timeout=120)
 
@@ -171,10 +194,142 @@ def test_a_span_announced_through_the_rest_api_starts_its_run(standalone, first_
     assert run["run_type"] == "asset_triggered"
 
 
-def test_the_grid_and_the_assets_view_render(standalone, first_run):
-    profile = str(standalone["root"] / "chromium")
-    ui.screenshot(f"{standalone['base']}/dags/{RETRAIN}", "airflow-taxi-dag.png", profile, shows=(RETRAIN, "validate_data"))
-    ui.screenshot(f"{standalone['base']}/assets", "airflow-taxi-assets.png", profile, shows=("taxi_spans",))
+@pytest.fixture(scope="module")
+def browser(standalone):
+    """Chromium logged in as reviewer (the UI's session cookie)."""
+    b = ui.Browser(str(standalone["root"] / "chromium"))
+    b.set_cookie(standalone["base"], "_token", standalone["tokens"]["reviewer"])
+    yield b
+    b.close()
+
+
+def test_the_grid_and_the_assets_view_render(standalone, first_run, browser):
+    base = standalone["base"]
+    browser.open(f"{base}/dags/{RETRAIN}", shows=(RETRAIN, "validate_data"))
+    browser.screenshot("airflow-taxi-dag.png")
+    browser.open(f"{base}/assets", shows=("taxi_spans",))
+    browser.screenshot("airflow-taxi-assets.png")
+
+
+@pytest.fixture(scope="module")
+def spans_for_the_models_view(standalone, first_run):
+    """Span 201304 (announced through the REST API above) ends pushed beside 201303; then a
+    corrupted 201305 (a payment type never seen) is announced and stopped at the gate."""
+    base = standalone["base"]
+    if not (standalone["data"] / "span-201304").exists():
+        shutil.copytree(os.path.join(TAXI_DATA, "span-201304"), standalone["data"] / "span-201304")
+        (standalone["data"] / "span-201304" / SUCCESS_MARKER).touch()
+        _check_for_data(base)
+    pushed = _wait_run(base, RETRAIN, lambda r: r["partition_key"] == "201304", 1500)
+    with open(os.path.join(TAXI_DATA, "span-201305", "data.csv"), newline="") as f:
+        rows = list(csv.reader(f))
+    col = rows[0].index("payment_type")
+    os.makedirs(standalone["data"] / "span-201305")
+    with open(standalone["data"] / "span-201305" / "data.csv", "w", newline="") as f:
+        csv.writer(f).writerows([rows[0]] + [r[:col] + ["Bitcoin"] + r[col + 1:] for r in rows[1:]])
+    # Complete, as a producer says it (else the sensor waits for the files to settle).
+    (standalone["data"] / "span-201305" / SUCCESS_MARKER).touch()
+    _check_for_data(base)
+    stopped = _wait_run(base, RETRAIN, lambda r: r["partition_key"] == "201305", 900)
+    return first_run[1], pushed, stopped
+
+
+def _status(url: str, token: str | None = None, data: dict | None = None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers), timeout=60) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def _view(base: str) -> dict:
+    return ui.api(base, "GET", "/retrain/models/api/taxi")
+
+
+def test_the_models_view_shows_what_serves_and_every_span(standalone, spans_for_the_models_view, browser):
+    base = standalone["base"]
+    first, pushed, stopped = spans_for_the_models_view
+    assert (first["state"], pushed["state"], stopped["state"]) == ("success", "success", "failed")
+    view = _view(base)
+    stable, canary = view["serving"]["stable"]["version"], view["serving"]["canary"]["version"]
+    # The nav entry opens the overview inside Airflow's UI: taxi with its stable and canary versions.
+    text = browser.open(f"{base}/plugin/models", shows=("Models", "taxi", stable, canary, "stable", "canary"))
+    assert "nothing served" in text  # digits and diabetes have no model yet
+    browser.screenshot("airflow-models-overview.png")
+    # The pipeline page: the three spans with their outcomes, the gate's verdict, the metric.
+    text = browser.open(f"{base}/retrain/models/taxi", shows=("201303", "201304", "201305", "stopped: payment_type",
+                                                             "pushed", "Roll back", "Quarantine"))
+    assert "closest:" in text and "auc" in text
+    browser.screenshot("airflow-models-taxi.png")
+    by_span = {t["span"]: t for t in view["timeline"]}
+    assert by_span[201303]["pushed_version"] == stable and by_span[201304]["pushed_version"] == canary
+    assert by_span[201305]["shown_as"] == "stopped" and by_span[201305]["gate"]["blocking_features"] == ["payment_type"]
+    assert by_span[201305]["run_id"] == stopped["dag_run_id"]
+    # The version page: lineage down to the code commit, the SBOM digest and the signature.
+    version = view["versions"][stable]
+    text = browser.open(f"{base}/retrain/models/taxi/versions/{stable}",
+                        shows=("Lineage", "201302, 201303", version["runtime"]["sbom_sha256"],
+                               version["signature"]["digest"], "Metrics per slice", "p99"))
+    browser.screenshot("airflow-models-version.png")
+    # The Model tab on the stopped DAG run.
+    browser.open(f"{base}/dags/{RETRAIN}/runs/{urllib.parse.quote(stopped['dag_run_id'], safe='')}/plugin/model_run",
+                 shows=("Model", "span 201305", "stopped"))
+    browser.screenshot("airflow-models-run-tab.png")
+
+
+def test_a_rollback_from_the_page_is_served_and_recorded(standalone, spans_for_the_models_view, browser):
+    base, env = standalone["base"], standalone["env"]
+    view = _view(base)
+    stable, canary = view["serving"]["stable"]["version"], view["serving"]["canary"]["version"]
+    browser.open(f"{base}/retrain/models/taxi", shows=("Roll back",))
+    # Fill in and submit the page's own form, as a person would.
+    browser.send("Runtime.evaluate", expression=(
+        "const f = document.querySelector(\"form[action$='/rollback']\");"
+        f"f.querySelector('select').value = '{stable}';"
+        "f.querySelector(\"input[name='reason']\").value = 'canary shows worse tips on airport trips';"
+        "f.submit();"))
+    until(lambda: f"serving version {stable}" in browser.text(), 60, "the roll-back's confirmation on the page")
+    after = _view(base)
+    assert after["serving"]["stable"]["version"] == stable and "canary" not in after["serving"]
+    [event] = [e for e in after["history"] if e["event"] == "rollback"]
+    assert event["user"] == "reviewer" and event["reason"] == "canary shows worse tips on airport trips"
+    assert str(event["to_version"]) == stable
+    # `retrain serve` over the same workdir serves the pinned version only.
+    port = ui.free_port()
+    server = subprocess.Popen([TFX_PYTHON, "-m", "retrain.cli", "serve", "--workdir", env["RETRAIN_WORKDIR"],
+                               "--rest-port", str(port), "--grpc-port", str(ui.free_port())], cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        status = until(lambda: json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/taxi",
+                                                                 timeout=5).read()), 120,
+                       "retrain serve answering", ignore=(OSError,))
+        served = {s["version"]: s["state"] for s in status["model_version_status"]}
+        assert served.get(stable) == "AVAILABLE" and served.get(canary) != "AVAILABLE", served
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def test_the_models_view_asks_for_a_login_and_edit_rights(standalone, spans_for_the_models_view):
+    base, viewer = standalone["base"], standalone["tokens"]["viewer"]
+    run_id = urllib.parse.quote(spans_for_the_models_view[2]["dag_run_id"], safe="")
+    pages = ["/retrain/models/", "/retrain/models/taxi", "/retrain/models/api/taxi",
+             f"/retrain/models/run/{RETRAIN}/{run_id}",
+             f"/retrain/models/taxi/versions/{_view(base)['serving']['stable']['version']}"]
+    actions = {"/retrain/models/taxi/rollback": {"version": "1", "reason": "r", "token": "x"},
+               "/retrain/models/taxi/quarantine": {"span": "201304", "reason": "r", "token": "x"}}
+    # No credentials: 401 on every page and action.
+    assert [_status(base + p) for p in pages] == [401] * len(pages)
+    assert [_status(base + p, None, d) for p, d in actions.items()] == [401, 401]
+    # Airflow's viewer role reads the DAG but may not edit it: the pages, without the forms;
+    # the actions answer 403.
+    assert [_status(base + p, viewer) for p in pages] == [200] * len(pages)
+    req = urllib.request.Request(base + "/retrain/models/taxi", headers={"Authorization": f"Bearer {viewer}"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert "name='token'" not in r.read().decode()
+    assert [_status(base + p, viewer, d) for p, d in actions.items()] == [403, 403]
 
 
 def test_stop_ends_airflow_and_the_warm_runtime(standalone, first_run):
