@@ -26,6 +26,7 @@ import glob
 import hashlib
 import hmac
 import json
+import logging
 import os
 import subprocess
 import threading
@@ -40,7 +41,9 @@ from airflow_tfx import links, models_html
 from airflow_tfx.compiled_dag import REPO
 from airflow_tfx.dag_factory import WORKDIR_ENV
 from core import layout
+from task_host import client as warm
 
+log = logging.getLogger(__name__)
 PREFIX = "/models"
 # A view older than this is rebuilt even if no file behind it changed (MLMD on MariaDB).
 CACHE_SECONDS = 10.0
@@ -126,8 +129,13 @@ def _retrain(args: list[str], user: str | None = None) -> subprocess.CompletedPr
     env = _runtime_env()
     if user:
         env["RETRAIN_USER"] = user
-    return subprocess.run(TfxRuntimeHook().command(args), env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+    cmd = TfxRuntimeHook().command(args)
+    # Forked by the warm TFX runtime where one answers (as the tasks are): no interpreter start.
+    proc = warm.start(cmd, env, REPO, separate_stderr=True, say=log.info)
+    if proc is not None:
+        out, err = proc.communicate(timeout=120)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err or "")
+    return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def views(names: list[str]) -> dict[str, dict]:
