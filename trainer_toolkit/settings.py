@@ -41,6 +41,10 @@ class TrainerSettings(Settings):
     # the model's up to this while a run would take more than batch_growth_above_steps.
     max_batch_size: int = 1024
     batch_growth_above_steps: int = 5000
+    # Numerical stability: stop the Trainer when the training loss becomes NaN or infinite,
+    # and refuse to export a model whose outputs on the eval split are not all finite. Either
+    # fails the Trainer with the step or output named, so nothing downstream is pushed.
+    check_numerics: bool = True
 
     @classmethod
     def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> TrainerSettings:

@@ -3,7 +3,9 @@
 `setup(settings)` picks and builds the strategy and precision for the hardware (before
 the model exists); `train_and_export(...)` builds the model in the strategy's scope,
 optionally warm-starts it, fits it with BackupAndRestore, TensorBoard and throughput
-logging, exports the SavedModel (chief only) and writes the training provenance beside it.
+logging, checks the numbers (a NaN or infinite loss stops it, outputs on the eval split must
+be finite: `trainer.check_numerics`), exports the SavedModel (chief only) and writes the
+training provenance beside it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import platform
 import shutil
@@ -200,9 +203,68 @@ class Progress(tf.keras.callbacks.Callback):
         return (self.steps_run - 1) * self.batch / (self._t_last - self._t_first_end)
 
 
-def _callbacks(session: Session, spec: FitSpec, progress: Progress) -> list:
+class NumericalInstabilityError(RuntimeError):
+    """Training diverged: a NaN or infinite loss, or a model whose outputs are not finite."""
+
+
+class StopOnNonFiniteLoss(tf.keras.callbacks.Callback):
+    """Keras' TerminateOnNaN, but failing: TerminateOnNaN only ends `fit` early, after which the
+    diverged weights would be exported as if training had finished. This raises instead,
+    naming the step and the loss, so the Trainer fails and nothing downstream runs."""
+
+    def __init__(self, total_steps: int, learning_rate: float | None = None):
+        super().__init__()
+        self.total, self.learning_rate = total_steps, learning_rate
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            rate = f" (learning rate {self.learning_rate:g})" if self.learning_rate is not None else ""
+            raise NumericalInstabilityError(
+                f"trainer: the training loss became {float(loss)} at step {int(batch) + 1} of {self.total}{rate}; "
+                "training diverged and no model was exported. Lower the learning rate, look for extreme "
+                "feature values, or set trainer.check_numerics: false to export anyway")
+
+
+def check_outputs(model, dataset_: tf.data.Dataset, steps: int | None) -> int:
+    """Runs `model` on up to `steps` batches of (inputs, label) and checks every float output
+    is finite; returns the number of examples checked.
+
+    Raises:
+      NumericalInstabilityError: naming the output, how many values are NaN or infinite, and
+        the first batch where they appear.
+    """
+    checked = 0
+    for step, (inputs, _) in enumerate(dataset_.take(steps) if steps else dataset_):
+        outputs = model(inputs, training=False)
+        named = outputs.items() if isinstance(outputs, Mapping) else [("output", outputs)]
+        for name, value in named:
+            value = tf.convert_to_tensor(value)
+            if not value.dtype.is_floating:
+                continue
+            bad = int(tf.reduce_sum(tf.cast(~tf.math.is_finite(value), tf.int64)))
+            if bad:
+                raise NumericalInstabilityError(
+                    f"trainer: the trained model's {name!r} is NaN or infinite for {bad} of "
+                    f"{int(tf.size(value))} values in eval batch {step + 1}; not exported. The model "
+                    "diverged or overflows on real inputs (look at the learning rate and at extreme "
+                    "feature values), or set trainer.check_numerics: false to export anyway")
+        checked += int(tf.shape(tf.nest.flatten(inputs)[0])[0])
+    return checked
+
+
+def _learning_rate(model) -> float | None:
+    try:
+        return float(tf.keras.backend.get_value(model.optimizer.learning_rate))
+    except (AttributeError, TypeError, ValueError):
+        return None  # a schedule, or no optimizer
+
+
+def _callbacks(session: Session, spec: FitSpec, progress: Progress, model=None) -> list:
     settings = session.settings
     callbacks = []
+    if settings.check_numerics:
+        callbacks.append(StopOnNonFiniteLoss(spec.train_steps, _learning_rate(model) if model is not None else None))
     if settings.backup_every_steps:
         callbacks.append(_BackupAndRestore(backup_dir(settings, spec), save_freq=settings.backup_every_steps))
     # One TensorBoard writer per job: workers other than the chief would overwrite its files.
@@ -257,13 +319,20 @@ def train_and_export(
         steps_per_epoch=spec.train_steps,
         validation_data=eval_ds,
         validation_steps=spec.eval_steps,
-        callbacks=_callbacks(session, spec, progress),
+        callbacks=_callbacks(session, spec, progress, model),
         verbose=0,
     )
     wall = time.perf_counter() - start
     if settings.backup_every_steps and session.is_chief:
         # Keras deleted the checkpoints of the finished job; drop its empty folder too.
         shutil.rmtree(backup_dir(settings, spec), ignore_errors=True)
+    numerics = None
+    if settings.check_numerics:
+        begin = time.perf_counter()
+        checked = check_outputs(model, eval_ds, spec.eval_steps)
+        numerics = {"loss_finite_every_step": True, "eval_outputs_checked": checked,
+                    "eval_outputs_finite": True, "check_s": round(time.perf_counter() - begin, 2)}
+        logger.info("trainer: outputs finite on %d eval examples (%.1f s)", checked, numerics["check_s"])
     _export(session, model, spec, signatures)
 
     record = {
@@ -291,6 +360,7 @@ def train_and_export(
         "warm_start": warm,
         "final_metrics": {k: round(float(v[-1]), 5) for k, v in history.history.items()},
         "loss_curve": progress.curve,
+        "numerics": numerics,
         "tensorflow": tf.__version__,
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),

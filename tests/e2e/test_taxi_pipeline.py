@@ -299,6 +299,17 @@ def test_worse_candidate_is_not_pushed(env, first_run, tmp_path):
     assert any(not t["passed"] for t in governance["evaluation"]["thresholds"])
 
 
+def test_an_exploding_learning_rate_fails_the_trainer_and_nothing_is_pushed(env, first_run, tmp_path):
+    path = _config(env, tmp_path / "exploding.yaml", {"learning_rate": 1e30}, train_steps=20)
+    before = versions(env)
+    code, summary, stderr = retrain(env, "--span", "201612", config=path)
+    assert code != 0 and summary is not None, stderr[-3000:]
+    assert summary["nodes"]["Trainer"]["status"] == "failed"
+    assert "the training loss became nan at step" in stderr and "learning rate 1e+30" in stderr
+    assert summary["pushed"] is None and versions(env) == before
+    assert all(summary["nodes"].get(n, {}).get("status") != "complete" for n in ("Evaluator", "AtomicPusher"))
+
+
 def test_candidate_failing_the_serving_check_is_not_pushed(env, first_run, tmp_path):
     # Same data and model (Trainer and Evaluator are cached): only the latency budget is impossible.
     path = _config(env, tmp_path / "strict.yaml", serving_max_latency_ms=0.001)

@@ -50,6 +50,8 @@ def test_mirrored_over_two_logical_cpus(data, tmp_path):
     assert (record["strategy"], record["replicas"], record["devices"]) == ("mirrored", 2, ["/cpu:0", "/cpu:1"])
     assert record["global_batch_size"] == 16  # scales with replicas
     assert record["steps_this_attempt"] == 20 and record["examples_per_sec"] > 0
+    # The numbers checked: every step's loss, and the outputs on the eval split's 2 global batches.
+    assert record["numerics"]["loss_finite_every_step"] and record["numerics"]["eval_outputs_checked"] == 32
     assert provenance.read(str(tmp_path / "serving")) == record
     assert _serves(tmp_path / "serving").shape == (1, 1)
 
@@ -98,6 +100,40 @@ def test_an_epochs_budget_trains_on_that_many_passes_over_the_training_split(dat
                       "--growth-above", "20"))
     assert grown["global_batch_size"] == 64 and grown["steps_this_attempt"] == 16
     assert grown["budget"]["model_batch_size"] == 16 and grown["train_examples"] == 1024
+
+
+def test_an_exploding_learning_rate_fails_the_trainer_and_exports_nothing(data, tmp_path):
+    """Adam at 1e30 overflows the weights within two steps: the loss becomes NaN, the job fails
+    naming the step and the learning rate, and no SavedModel is written. With the check off
+    the same job exports a model, and its NaN outputs are what the check refuses."""
+    proc = subprocess.run(_job(data, tmp_path, "--learning-rate", "1e30"), cwd=REPO, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode != 0
+    assert "NumericalInstabilityError: trainer: the training loss became nan at step" in proc.stderr
+    assert "(learning rate 1e+30)" in proc.stderr and "no model was exported" in proc.stderr
+    assert not (tmp_path / "serving").exists()
+    record = _run(_job(data, tmp_path / "unchecked", "--learning-rate", "1e30", "--no-check-numerics"))
+    assert record["numerics"] is None and not np.isfinite(record["final_metrics"]["loss"])
+    assert np.isnan(_serves(tmp_path / "unchecked" / "serving")).all()
+
+
+def test_check_outputs_names_the_output_and_counts_what_is_not_finite():
+    from trainer_toolkit import training
+
+    inputs = tf.keras.layers.Input(shape=(2,), name="x")
+    model = tf.keras.Model(inputs, {"score": tf.keras.layers.Lambda(lambda t: tf.math.log(t))(inputs),
+                                    "ok": tf.keras.layers.Lambda(lambda t: t * 2)(inputs)})
+    good = tf.data.Dataset.from_tensor_slices(({"x": np.ones((12, 2), np.float32)}, np.zeros(12))).batch(4)
+    assert training.check_outputs(model, good, None) == 12
+    assert training.check_outputs(model, good, 2) == 8
+    # log(-1) is NaN and log(0) is -inf: 3 of the 8 values in the second batch.
+    x = np.ones((12, 2), np.float32)
+    x[5] = [-1.0, 0.0]
+    x[7, 1] = 0.0
+    bad = tf.data.Dataset.from_tensor_slices(({"x": x}, np.zeros(12))).batch(4)
+    with pytest.raises(training.NumericalInstabilityError, match=r"'score' is NaN or infinite for 3 of 8 values "
+                                                                 r"in eval batch 2"):
+        training.check_outputs(model, bad, None)
 
 
 def test_training_budget_plans_steps_batch_and_ceiling():

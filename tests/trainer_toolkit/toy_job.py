@@ -5,7 +5,7 @@ multi-worker cluster) must happen before TensorFlow's runtime starts, once per p
 
   python -m tests.trainer_toolkit.toy_job --data DIR --out DIR [--strategy mirrored]
       [--logical-cpus 2] [--precision float32] [--steps 20] [--backup-every 0]
-      [--write-data]
+      [--learning-rate 0.01] [--no-check-numerics] [--write-data]
 """
 
 import argparse
@@ -38,14 +38,14 @@ def write_data(folder: str, rows: int = 512, files: int = 4) -> None:
                     w.write(ex.SerializeToString())
 
 
-def build_model():
+def build_model(learning_rate: float = 0.01):
     import tensorflow as tf
 
     inp = tf.keras.layers.Input(shape=(FEATURE_SPEC_DIM,), name="x")
     hidden = tf.keras.layers.Dense(16, activation="relu")(inp)
     out = tf.keras.layers.Dense(1, activation="sigmoid", dtype="float32")(hidden)
     model = tf.keras.Model(inp, out)
-    model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="binary_crossentropy", metrics=["accuracy"])
+    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss="binary_crossentropy", metrics=["accuracy"])
     return model
 
 
@@ -61,6 +61,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-batch", type=int, default=0, help="trainer.max_batch_size")
     p.add_argument("--growth-above", type=int, default=5000, help="trainer.batch_growth_above_steps")
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--learning-rate", type=float, default=0.01)
+    p.add_argument("--no-check-numerics", action="store_true")
     p.add_argument("--backup-every", type=int, default=0)
     p.add_argument("--backup-root")
     p.add_argument("--write-data", action="store_true")
@@ -81,7 +83,7 @@ def main(argv=None) -> int:
     settings = settings_lib.TrainerSettings(
         strategy=args.strategy, precision=args.precision, backup_every_steps=args.backup_every,
         backup_root=args.backup_root, log_every_steps=10, max_batch_size=args.max_batch,
-        batch_growth_above_steps=args.growth_above,
+        batch_growth_above_steps=args.growth_above, check_numerics=not args.no_check_numerics,
     )
     session = training.setup(settings)
     train_files = [os.path.join(args.data, "Split-train", "*")]
@@ -97,7 +99,7 @@ def main(argv=None) -> int:
     model_ref = []
 
     def build():
-        model_ref.append(build_model())
+        model_ref.append(build_model(args.learning_rate))
         return model_ref[0]
 
     record = training.train_and_export(
