@@ -33,6 +33,12 @@ def _versions_answering(url: str, keys: list[str], label: str | None = None) -> 
     return out
 
 
+def _settled_split(url: str, keys: list[str], expected: set[int]) -> list[int] | None:
+    """The versions answering `keys` when both of `expected` answer and a second pass agrees."""
+    first = _versions_answering(url, keys)
+    return first if set(first) == expected and _versions_answering(url, keys) == first else None
+
+
 def _grpc_versions(target: str, keys: list[str]) -> list[int]:
     import grpc
     import tensorflow as tf
@@ -105,8 +111,9 @@ def test_a_good_canary_is_promoted_and_a_degraded_one_rolled_back_from_delayed_l
     # A degraded candidate: rolled back, while stable answers throughout.
     toy_scorer.save(os.path.join(base, "3"), 3, weight=-2.0)
     versions.start_canary(root, "toy", 3, 0.5, reason="blessed candidate")
-    until(lambda: 3 in _versions_answering(server.url, keys), 60, "the canary to answer")
-    before_restart = _versions_answering(server.url, keys)
+    # The split in effect: both versions answer, the same way twice (a capture straddling the
+    # moment the server took up the split would not be the split the restart must keep).
+    before_restart = until(lambda: _settled_split(server.url, keys, {2, 3}), 60, "the canary split to answer")
     server.stop()  # a restart in the middle of the rollout keeps the split: it is on disk
     server = Server(["--model-config-file", versions.config_path(root), "--poll-seconds", "0.2",
                      "--request-log-max-file-seconds", "0.5", "--request-log-max-files", "1000"], tmp_path)
