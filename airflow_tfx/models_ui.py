@@ -252,16 +252,17 @@ def rollback(pipeline: str, user: GetUserDep, version: int = Form(...), reason: 
              token: str = Form("")) -> RedirectResponse:
     name = _action(pipeline, user, token, reason)
     model = view(pipeline)["model"]
-    return _done(pipeline, _retrain(["rollback", "--model", model, "--to", str(version), "--reason", reason,
-                                     "--by", name, "--workdir", workdir()], user=name))
+    # --opt=value: a reason or name that starts with "-" stays a value, never an option.
+    return _done(pipeline, _retrain(["rollback", f"--model={model}", f"--to={version}", f"--reason={reason}",
+                                     f"--by={name}", f"--workdir={workdir()}"], user=name))
 
 
 @router.post("/{pipeline}/quarantine")
 def quarantine(pipeline: str, user: GetUserDep, span: str = Form(...), reason: str = Form(""),
                token: str = Form("")) -> RedirectResponse:
     name = _action(pipeline, user, token, reason)
-    return _done(pipeline, _retrain(["quarantine", "--pipeline", pipeline, "--span", span, "--reason", reason,
-                                     "--by", name, "--workdir", workdir()], user=name))
+    return _done(pipeline, _retrain(["quarantine", f"--pipeline={pipeline}", f"--span={span}", f"--reason={reason}",
+                                     f"--by={name}", f"--workdir={workdir()}"], user=name))
 
 
 def external_views() -> list[dict[str, Any]]:

@@ -20,31 +20,20 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from airflow_tfx import links, models_ui
-from airflow_tfx.compiled_dag import REPO
-from airflow_tfx.dag_factory import WORKDIR_ENV
 
 app = FastAPI(title="Retraining governance reports and models")
 app.include_router(models_ui.router)
 
 
 def _governance_root(pipeline: str) -> str:
-    workdir = os.environ.get(WORKDIR_ENV, os.path.join(REPO, "work"))
-    return os.path.realpath(os.path.join(workdir, "pipeline_root", pipeline, "governance"))
+    return os.path.realpath(os.path.join(models_ui.workdir(), "pipeline_root", pipeline, "governance"))
 
 
 def may_read_reports(pipeline: str, user: GetUserDep) -> None:
     """Raises 403 unless the user may read the runs of the pipeline's DAG (401 comes first
     from GetUserDep when the request carries no valid token)."""
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.models.resource_details import (
-        DagAccessEntity,
-        DagDetails,
-    )
-
-    dag_id = links.dag_id(pipeline)
-    if not get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
-                                                details=DagDetails(id=dag_id), user=user):
-        raise HTTPException(status_code=403, detail=f"not allowed to read the runs of {dag_id}")
+    if not models_ui.may(user, pipeline, "GET"):
+        raise HTTPException(status_code=403, detail=f"not allowed to read the runs of {links.dag_id(pipeline)}")
 
 
 @app.get("/reports/{pipeline}/{path:path}", dependencies=[Depends(may_read_reports)])
