@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from core.settings import Settings, SettingsError, build
 from trainer_toolkit.precision import PRECISION_NAMES
@@ -144,3 +144,40 @@ class TrainingBudget(Settings):
         steps = self.steps or max(1, -(-examples // (batch * replicas)))
         return {"steps": steps, "per_replica_batch_size": batch, "examples": steps * batch * replicas,
                 "epochs": round(steps * batch * replicas / available, 3) if available else None}
+
+
+@dataclasses.dataclass(frozen=True)
+class SimpleBaselineSettings(Settings):
+    """The `simple_baseline:` block: a linear model fitted beside every candidate on the same
+    transformed features, and scored by the Evaluator in the same pass (a simpler model must
+    not be better: trainer_toolkit/simple_baseline.py, components/evaluator/simple_baseline.py)."""
+
+    enabled: bool = True
+    # Required when enabled is false: why this pipeline is not compared with a simple model
+    # (shown in every governance report).
+    reason: str | None = None
+    # not_worse: refuse a candidate whose key metric is significantly worse than the simple
+    # model's (by more than min_lift); better: refuse unless it is significantly better by
+    # at least min_lift (the simple model's quality plus min_lift lies below the
+    # candidate's lower bound).
+    require: Literal["not_worse", "better"] = "not_worse"
+    # The margin of the rule, in the key metric's units (AUC, accuracy; for an error metric
+    # relative to the simple model's error: 0.05 = 5%).
+    min_lift: float = 0.0
+    # One-sided level of the comparison's bound; None: the config's significance_level.
+    significance_level: float | None = None
+    learning_rate: float = 0.01
+    # Steps the linear model trains for: the candidate's, at most this.
+    max_steps: int = 1000
+    # Integer and string features enter one-hot after hashing into this many buckets.
+    hash_bins: int = 1000
+
+    def check(self) -> None:
+        if not self.enabled and not (self.reason or "").strip():
+            raise SettingsError("reason: say why the candidate is not compared with a simple model (enabled: false)")
+        if self.min_lift < 0:
+            raise SettingsError(f"min_lift: must be >= 0, got {self.min_lift}")
+        if self.significance_level is not None and not 0.0 < self.significance_level < 0.5:
+            raise SettingsError(f"significance_level: must be within (0, 0.5), got {self.significance_level}")
+        if not self.learning_rate > 0 or self.max_steps < 1 or self.hash_bins < 2:
+            raise SettingsError("learning_rate must be > 0, max_steps >= 1 and hash_bins >= 2")

@@ -25,9 +25,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from trainer_toolkit import dataset, export, hardware, precision, provenance
+from trainer_toolkit import dataset, export, hardware, precision, provenance, simple_baseline
 from trainer_toolkit import strategy as strategy_lib
-from trainer_toolkit.settings import TrainerSettings, TrainingBudget
+from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings, TrainingBudget
 from trainer_toolkit.warm_start import warm_start_from
 
 logger = logging.getLogger(__name__)
@@ -135,6 +135,10 @@ class FitSpec:
     signature_methods: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # What the budget asked for and what it came to (TrainingBudget.plan), for the record.
     budget: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # The candidate's head (heads.Head) and the `simple_baseline:` settings: with both, a
+    # linear model with the same head is fitted and exported beside the candidate.
+    head: Any = None
+    simple_baseline: SimpleBaselineSettings | None = None
 
 
 def backup_dir(settings: TrainerSettings, spec: FitSpec) -> str:
@@ -334,6 +338,7 @@ def train_and_export(
                     "eval_outputs_finite": True, "check_s": round(time.perf_counter() - begin, 2)}
         logger.info("trainer: outputs finite on %d eval examples (%.1f s)", checked, numerics["check_s"])
     _export(session, model, spec, signatures)
+    simple = _simple_baseline(session, spec, train_ds, eval_ds, signatures)
 
     record = {
         "strategy": session.strategy_choice.name,
@@ -361,6 +366,7 @@ def train_and_export(
         "final_metrics": {k: round(float(v[-1]), 5) for k, v in history.history.items()},
         "loss_curve": progress.curve,
         "numerics": numerics,
+        "simple_baseline": simple,
         "tensorflow": tf.__version__,
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
@@ -369,6 +375,23 @@ def train_and_export(
         provenance.write(spec.serving_model_dir, record)
     logger.info("trainer: %s", json.dumps(record, sort_keys=True))
     return record
+
+
+def _simple_baseline(session: Session, spec: FitSpec, train_ds, eval_ds, signatures: Callable) -> dict | None:
+    """The simple baseline's record (fitted and exported beside the candidate), the opt-out
+    and its reason, or None where the pipeline's run_fn passes no head."""
+    settings = spec.simple_baseline
+    if settings is None or spec.head is None:
+        if settings is not None and settings.enabled:
+            logger.warning("trainer: no head passed to the toolkit: no simple baseline is fitted")
+        return None
+    if not settings.enabled:
+        return {"opted_out": settings.reason}
+    eval_once = dataset.make_dataset(dataset.list_files(spec.eval_files), spec.feature_spec, spec.transform,
+                                     session.input_options(spec.per_replica_batch_size, spec.seed), repeat=False)
+    return simple_baseline.fit_and_export(session, spec.head, train_ds, eval_ds, spec.train_steps, spec.eval_steps,
+                                          spec.serving_model_dir, signatures, dict(spec.signature_methods), settings,
+                                          eval_once=eval_once)
 
 
 def plan_training(session: Session, fn_args, batch_size: int) -> dict:
@@ -398,6 +421,7 @@ def train_from_fn_args(
     transform: Callable[[Any], Callable],
     signatures: Callable[[tf.keras.Model, Any], dict],
     signature_methods: Mapping[str, str] | None = None,
+    head=None,
 ) -> dict:
     """The whole of a pipeline's `run_fn`: settings from `custom_config`, setup, the Transform
     output, seeded fit and export. Returns the training provenance.
@@ -408,7 +432,9 @@ def train_from_fn_args(
       build_model: Transform output -> compiled model (called in the strategy's scope).
       transform: Transform output -> (parsed raw batch -> (inputs, label)).
       signatures: (model, Transform output) -> serving signatures.
-      signature_methods: TF Serving method names of non-predict signatures.
+      signature_methods: TF Serving method names of non-predict signatures (default: the head's).
+      head: the model's heads.Head; with it, the `simple_baseline:` linear model is fitted
+        and exported beside the candidate (trainer_toolkit/simple_baseline.py).
     """
     import tensorflow_transform as tft
 
@@ -436,7 +462,10 @@ def train_from_fn_args(
             seed=hparams.seed,
             base_model=fn_args.base_model,
             identity={"transform": fn_args.transform_output, "hparams": dataclasses.asdict(hparams)},
-            signature_methods=dict(signature_methods or {}),
+            signature_methods=dict(signature_methods or (head.signature_methods if head else {})),
+            head=head,
+            simple_baseline=SimpleBaselineSettings.from_dict((fn_args.custom_config or {}).get("simple_baseline"),
+                                                             "simple_baseline"),
         ),
         signatures=lambda model: signatures(model, tft_output),
     )

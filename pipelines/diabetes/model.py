@@ -85,5 +85,5 @@ def run_fn(fn_args: FnArgs) -> None:
         build_model=lambda tft_output: build_model(tft_output, hparams),
         transform=transform_fn,
         signatures=lambda model, tft_output: heads.example_signatures(model, tft_output, features.LABEL_KEY, HEAD),
-        signature_methods=HEAD.signature_methods,
+        head=HEAD,
     )

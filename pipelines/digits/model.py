@@ -116,5 +116,5 @@ def run_fn(fn_args: FnArgs) -> None:
         build_model=lambda tft_output: _build_model(hparams),
         transform=transform_fn,
         signatures=_serving_signatures,
-        signature_methods=HEAD.signature_methods,
+        head=HEAD,
     )

@@ -106,5 +106,5 @@ def run_fn(fn_args: FnArgs) -> None:
         build_model=lambda tft_output: build_model(tft_output, hparams),
         transform=transform_fn,
         signatures=_serving_signatures,
-        signature_methods=HEAD.signature_methods,
+        head=HEAD,
     )
