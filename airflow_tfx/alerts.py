@@ -46,7 +46,8 @@ DEADLINE_MISSED = "deadline_missed"
 PROMOTED = "promoted"
 ROLLED_BACK = "rolled_back"
 LIVE_FLOOR = "live_floor"
-KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR)
+STALE = "stale"
+KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR, STALE)
 _TITLES = {
     GATE_STOP: "the data gate stopped the span",
     SKEW_STOP: "serving skew stopped the span (the served model's traffic differs from its training data)",
@@ -56,6 +57,7 @@ _TITLES = {
     PROMOTED: "the canary was promoted to stable",
     ROLLED_BACK: "the canary was rolled back",
     LIVE_FLOOR: "the served model's live quality is below its floor",
+    STALE: "the served model is stale (quality lost on new data, or too old)",
 }
 ROLLOUT_KINDS = (PROMOTED, ROLLED_BACK, LIVE_FLOOR)
 _REFUSALS = {

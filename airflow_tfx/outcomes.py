@@ -6,7 +6,8 @@ TfxRuntimeHook, or a pod): one function per kind of task, `outcome(task, context
   succeed (cached ones say so), a node the pipeline's condition skipped is skipped, a
   data-gate stop fails without retries, any other failure fails with the cause in the log.
 - `summary` (`retrain summary --outcome-line`): alerts when the candidate was refused
-  (the run finished green and nobody would know otherwise); fails when the run did not finish.
+  (the run finished green and nobody would know otherwise) and when the served model is
+  stale; fails when the run did not finish.
 - `rollout` (`retrain rollout decide --json`): the decision to XCom; promotions,
   roll-backs and a live-quality floor crossed are sent as alerts.
 """
@@ -91,6 +92,11 @@ def summary(task, context: Any, run: CommandRun) -> Any:
         alerts.send(task.alert_settings, alerts.Alert(
             alerts.REFUSED, task.retrain_pipeline, str(outcome.get("span") or task.span), ti.run_id, why,
             ti.dag_id, ti.task_id), context, task.log)
+    if outcome.get("stale"):
+        ti = context["ti"]
+        alerts.send(task.alert_settings, alerts.Alert(
+            alerts.STALE, task.retrain_pipeline, str(outcome.get("span") or task.span), ti.run_id,
+            "; ".join(outcome["stale"]), ti.dag_id, ti.task_id), context, task.log)
     _fail_unless_ok(run)
     return outcome
 

@@ -209,6 +209,53 @@ def _new_span(check: dict | None) -> list[str]:
             + rows + "</table></details>"]
 
 
+def _staleness(check: dict | None, history: dict | None) -> list[str]:
+    """How stale the served model is: its quality on each span of the window against its
+    age, and the history of every run's reading."""
+    if not check:
+        return []
+    out = [f"<h3>The served model's age: {_e('STALE' if check.get('alerts') else 'not stale')}</h3>",
+           f"<p>{_e(check['reason'])}</p>"]
+    for alert in check.get("alerts") or []:
+        out.append(f'<p class="bad">{_e(alert)}</p>')
+    if check.get("points"):
+        out.append(f"<table><tr><th>span</th><th>age (spans since its training window)</th><th>{_e(check['metric'])}</th>"
+                   f"<th>{_e(check['drop_kind'])} vs the spans it trained on</th><th>eval examples</th></tr>" + "".join(
+                       f"<tr><td>{_e(p['span'])}</td><td>{_e(p['age_spans'])}</td><td>{_e(_fmt(p['value']))}</td>"
+                       f"<td>{_e(_fmt(p.get('drop')))}</td><td>{_e(p['examples'])}</td></tr>" for p in check["points"])
+                   + "</table>")
+    points = (history or {}).get("points") or []
+    if points:
+        slope = history.get("loss_per_span")
+        out.append(f"<p>Over {len(points)} run(s) of this pipeline, the served models lost"
+                   f" {_e(_fmt(slope) if slope is not None else 'n/a')} {_e(check['metric'])} per span of age.</p>")
+        out.append(line_chart(f"{check['drop_kind']} of the served model on each run's new span, by age",
+                              sorted((p["age_spans"], p["drop"]) for p in points if p.get("drop") is not None)))
+    return out
+
+
+def _simple_baseline(check: dict | None, fitted: dict | None) -> list[str]:
+    """A simpler model is not better: the candidate against the linear model fitted beside
+    it (the Evaluator's comparison), and the trivial predictor for reference (the Trainer's)."""
+    if not check:
+        return []
+    title = ("opted out" if check.get("opted_out") else "not judged" if not check.get("judged")
+             else "REFUSED: a simpler model is better" if check["refused"] else "the candidate is not worse")
+    out = [f"<h3>A simpler model is not better: {_e(title)}</h3>", f"<p>{_e(record_lib.simple_baseline_note({'simple_baseline': check}))}</p>"]
+    if fitted and not fitted.get("opted_out"):
+        trivial = fitted.get("trivial") or {}
+        rows = [("simple model", _e(fitted.get("model"))), ("steps, learning rate", _e(f"{fitted.get('steps')}, {fitted.get('learning_rate')}")),
+                ("fitted in", _e(f"{fitted.get('fit_s')} s")), ("its training metrics", _e(fitted.get("final_metrics")))]
+        if fitted.get("left_out_features"):
+            rows.append(("features it could not take", _e(", ".join(fitted["left_out_features"]))))
+        if trivial.get("predictor"):
+            scores = {k: v for k, v in trivial.items() if k not in ("predictor", "value", "eval_examples", "share_in_training")}
+            rows.append((f"trivial predictor ({_e(trivial['predictor'])} {_e(trivial.get('value'))})",
+                         _e(f"{scores} on {trivial.get('eval_examples')} eval examples")))
+        out.append(_table(rows))
+    return out
+
+
 def _live(live: dict | None, push: dict) -> list[str]:
     """After the push: offline against live metrics, the version's role and the decision trail."""
     if not push.get("pushed"):
@@ -350,7 +397,7 @@ def render(r: dict) -> str:
         out.append("<h2>Transform and Trainer settings</h2><pre>" + _e(json.dumps({"transform": r.get("transform"), "trainer": r.get("trainer")}, indent=2, default=str)) + "</pre>")
     training = r.get("training")
     if training:
-        rows = [(k, _e(v)) for k, v in training.items() if k not in ("loss_curve", "final_metrics")]
+        rows = [(k, _e(v)) for k, v in training.items() if k not in ("loss_curve", "final_metrics", "simple_baseline")]
         out.append("<h2>Training</h2>" + _table(rows + [("final metrics", _e(training.get("final_metrics")))]))
         out.append(line_chart("training loss by step", [tuple(p) for p in training.get("loss_curve") or []]))
     ev = r.get("evaluation")
@@ -374,6 +421,8 @@ def render(r: dict) -> str:
             if record_lib.sample_note(verdict):
                 out.append(f"<p>Evaluated on {_e(record_lib.sample_note(verdict))}.</p>")
             out += _new_span(verdict.get("new_span"))
+            out += _staleness(verdict.get("staleness"), ev.get("staleness_history"))
+            out += _simple_baseline(verdict.get("simple_baseline"), (r.get("training") or {}).get("simple_baseline"))
             if verdict.get("comparisons"):
                 out.append("<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>difference</th><th>interval</th><th>tolerated drop</th><th>verdict</th></tr>" + "".join(
                     f"<tr><td>{_e(c['metric'])}</td><td>{_e(_fmt(c.get('candidate')))}</td><td>{_e(_fmt(c.get('baseline')))}</td><td>{_e(_fmt(c.get('difference')))}</td>"

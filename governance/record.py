@@ -227,6 +227,48 @@ def new_span_note(verdict: dict | None) -> str | None:
            f" allowed {check['z_allowed']:.2f})"
 
 
+def staleness_note(verdict: dict | None) -> str | None:
+    """One line on how stale the served model is (the Evaluator's reading), or None."""
+    check = (verdict or {}).get("staleness")
+    if not check:
+        return None
+    return ("STALE: " if check.get("alerts") else "") + check["reason"]
+
+
+def simple_baseline_note(verdict: dict | None) -> str | None:
+    """One line on the candidate against the simple (linear) model fitted beside it, or None."""
+    check = (verdict or {}).get("simple_baseline")
+    if not check:
+        return None
+    if check.get("opted_out"):
+        return f"not compared, {check['reason']}"
+    if not check.get("judged"):
+        return check.get("reason")
+    return f"{'REFUSED' if check['refused'] else 'passed'}: {check['reason']}"
+
+
+def staleness_history(store, pipeline_root: str) -> dict:
+    """The served models' quality against their age over every run of the pipeline (each
+    Evaluator's staleness reading: components/evaluator/staleness.py), oldest run first,
+    and the quality lost per span fitted through them."""
+    points = []
+    for artifact in store.get_artifacts_by_type("ModelEvaluation"):
+        if not artifact.uri.startswith(pipeline_root.rstrip("/") + "/"):
+            continue
+        check = (read_significance(artifact.uri) or {}).get("staleness") or {}
+        if check.get("age_spans") is None:
+            continue
+        points.append({"span": check["span"], "model_artifact_id": check["model_artifact_id"],
+                       "age_spans": check["age_spans"], "drop": check.get("drop"), "metric": check["metric"],
+                       "value": (check.get("today") or {}).get("value"), "alerts": len(check.get("alerts") or []),
+                       "evaluation_id": artifact.id})
+    points.sort(key=lambda p: p["evaluation_id"])
+    # Least squares through the origin: a model loses nothing at age 0.
+    aged = [(p["age_spans"], p["drop"]) for p in points if p["drop"] is not None and p["age_spans"] > 0]
+    slope = sum(a * d for a, d in aged) / sum(a * a for a, _ in aged) if aged else None
+    return {"points": points, "loss_per_span": slope}
+
+
 def evaluation(evaluation_uri: str, eval_config_json: str | None = None) -> dict:
     """TFMA's metrics per slice and model, its validation, the thresholds and the verdict."""
     import tensorflow_model_analysis as tfma  # heavy; only where an evaluation exists
@@ -445,6 +487,9 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
         if full is not None:
             r.training["loss_curve"] = full.get("loss_curve", [])
             r.training["final_metrics"] = full.get("final_metrics", {})
+            for key in ("numerics", "simple_baseline"):
+                if full.get(key) is not None:
+                    r.training[key] = full[key]
 
     # The model the Evaluator compared against (its input; the resolver node records no output events).
     resolver = nodes.get(N.MODEL_RESOLVER)
@@ -455,6 +500,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
         r.baseline_model = {"artifact_id": baseline_model.id, "uri": baseline_model.uri}
     if evaluator is not None and evaluator.output("evaluation") is not None:
         r.evaluation = evaluation(evaluator.output("evaluation").uri, evaluator.exec_properties().get("eval_config"))
+        r.evaluation["staleness_history"] = staleness_history(store, pipeline_root)
     if evaluator is not None and evaluator.output("blessing") is not None:
         r.blessed = bool(props(evaluator.output("blessing")).get("blessed"))
 

@@ -383,6 +383,7 @@ def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
             "training": config.training_budget,
             "hparams": dict(config.hparams),
             "trainer": {"backup_root": config.trainer_backup_root, **config.trainer},
+            "simple_baseline": config.simple_baseline_settings.to_dict(),
         },
     )
 
@@ -413,6 +414,8 @@ def evaluate(config: PipelineConfig, training: TrainStage):
         max_eval_examples=config.max_eval_examples,
         key_metric=tasks.KEY_METRICS[config.task][0],
         new_span=config.new_span_settings.to_dict(),
+        simple_baseline=config.simple_baseline_settings.to_dict(),
+        staleness=config.staleness_settings.to_dict(),
     )
 
     return evaluator

@@ -77,6 +77,9 @@ def build_summary(record: RunRecord) -> dict:
                    "signature": (push.get("signature") or {}).get("digest")} if push.get("pushed") else None,
         "outcome": record.outcome.name,
         "reason": record.outcome.reason,
+        # Why the served model is stale (components/evaluator/staleness.py); None when it is not.
+        "stale": ((((record.evaluation or {}).get("significance") or {}).get("staleness") or {}).get("alerts")
+                  or None),
         "error": record.error,
     }
     if record.approval:
@@ -205,6 +208,10 @@ def format_summary(summary: dict) -> str:
                 lines.append(f"  evaluated on     {record_lib.sample_note(verdict)}")
             if record_lib.new_span_note(verdict):
                 lines.append(f"  new span         {record_lib.new_span_note(verdict)}")
+            if record_lib.staleness_note(verdict):
+                lines.append(f"  served model age {record_lib.staleness_note(verdict)}")
+            if record_lib.simple_baseline_note(verdict):
+                lines.append(f"  simple baseline  {record_lib.simple_baseline_note(verdict)}")
         else:
             for f in ev["failures"]:
                 lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")

@@ -31,7 +31,8 @@ class Evaluator(tfx.components.Evaluator):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
     def __init__(self, *, significance_level: float, min_eval_examples: int, max_eval_examples: int = 0,
-                 key_metric: str | None = None, new_span: dict | None = None, **kwargs):
+                 key_metric: str | None = None, new_span: dict | None = None, simple_baseline: dict | None = None,
+                 staleness: dict | None = None, **kwargs):
         super().__init__(**kwargs)
         # TFX's __init__ builds (and validates) its own spec; extend it with the parameter.
         old = self.spec
@@ -41,5 +42,7 @@ class Evaluator(tfx.components.Evaluator):
             **old.exec_properties,
             significance=json.dumps({"level": significance_level, "min_examples": min_eval_examples,
                                      "max_examples": max_eval_examples, "key_metric": key_metric,
-                                     "new_span": new_span or {}}, sort_keys=True),
+                                     "new_span": new_span or {}, "simple_baseline": simple_baseline or {},
+                                     "staleness": staleness or {}},
+                                    sort_keys=True),
         )

@@ -33,7 +33,7 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
-from components.evaluator import new_span, significance
+from components.evaluator import new_span, significance, simple_baseline, staleness
 
 logger = logging.getLogger(__name__)
 
@@ -131,13 +131,122 @@ class Executor(evaluator_executor.Executor):
                 logger.info("Evaluating a seeded sample of %d of %d eval examples (max_eval_examples %d)",
                             kept, available, limit)
             input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: copies}
-            super().Do(input_dict, output_dict, exec_properties)
+            simple = self._simple_model(input_dict, settings)
+            if simple:
+                self._evaluate(input_dict, output_dict, exec_properties, simple)
+            else:
+                super().Do(input_dict, output_dict, exec_properties)
         finally:
             shutil.rmtree(sample_dir, ignore_errors=True)
         newest = max((a.get_int_custom_property("span") for a in examples), default=None)
-        self._judge(output_dict, settings, sample, newest)
+        baseline = (input_dict.get(standard_component_specs.BASELINE_MODEL_KEY) or [None])[0]
+        self._judge(output_dict, settings, sample, newest, bool(simple), baseline)
 
-    def _judge(self, output_dict: dict[str, list], settings: dict, sample: dict | None, newest: int | None) -> None:
+    @staticmethod
+    def _simple_model(input_dict: dict[str, list], settings: dict) -> str | None:
+        """The simple baseline the Trainer exported beside the candidate, when it is to be
+        scored (`simple_baseline.enabled`), else None."""
+        from trainer_toolkit.simple_baseline import SIMPLE_DIR
+
+        if not (settings.get("simple_baseline") or {}).get("enabled", True):
+            return None
+        model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        path = os.path.join(model.uri, SIMPLE_DIR)
+        if not os.path.exists(os.path.join(path, "saved_model.pb")):
+            logger.info("No simple baseline beside the candidate (%s): scoring candidate and baseline only", path)
+            return None
+        return path
+
+    def _evaluate(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any],
+                  simple_path: str) -> None:
+        """TFX's Evaluator run with one more model: the candidate, the simple baseline and the
+        last blessed model in one TFMA pass (TFX's executor takes two at most), then TFX's
+        blessing from TFMA's validation (which `_judge` rewrites)."""
+        import apache_beam as beam
+        import tensorflow_model_analysis as tfma
+        from tfx.components.util import tfxio_utils
+        from tfx.utils import path_utils, proto_utils
+        from tfx_bsl.tfxio import tensor_adapter
+
+        keys = standard_component_specs
+        has_baseline = bool(input_dict.get(keys.BASELINE_MODEL_KEY))
+        config = tfma.EvalConfig()
+        proto_utils.json_to_proto(exec_properties[keys.EVAL_CONFIG_KEY], config)
+        config = tfma.utils.update_eval_config_with_defaults(config, has_baseline=has_baseline, rubber_stamp=True)
+        config = simple_baseline.add_to_config(config)
+        tfma.utils.verify_eval_config(config)
+        candidate = artifact_utils.get_single_instance(input_dict[keys.MODEL_KEY])
+        paths = {simple_baseline.SIMPLE: simple_path}
+        models = []
+        for spec in config.model_specs:
+            if spec.name not in paths:
+                artifact = (artifact_utils.get_single_instance(input_dict[keys.BASELINE_MODEL_KEY]) if spec.is_baseline
+                            else candidate)
+                paths[spec.name] = path_utils.serving_model_path(artifact.uri,
+                                                                 path_utils.is_old_model_artifact(artifact))
+            logger.info("Using %s as %s model.", paths[spec.name], spec.name)
+            models.append(tfma.default_eval_shared_model(eval_saved_model_path=paths[spec.name], model_name=spec.name,
+                                                         eval_config=config))
+        schema = None
+        if keys.SCHEMA_KEY in input_dict:
+            schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(
+                artifact_utils.get_single_uri(input_dict[keys.SCHEMA_KEY])))
+        splits = json.loads(exec_properties.get(keys.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
+        output_uri = artifact_utils.get_single_uri(output_dict[keys.EVALUATION_KEY])
+        factory = tfxio_utils.get_tfxio_factory_from_artifact(
+            examples=input_dict[keys.EXAMPLES_KEY], telemetry_descriptors=["Evaluator"], schema=schema,
+            raw_record_column_name=tfma.constants.ARROW_INPUT_COLUMN)
+        with self._make_beam_pipeline() as pipeline:
+            data, tfxio = [], None
+            for split in splits:
+                for i, uri in enumerate(artifact_utils.get_split_uris(input_dict[keys.EXAMPLES_KEY], split)):
+                    tfxio = factory(io_utils.all_files_pattern(uri))
+                    data.append(pipeline | f"ReadFromTFRecordToArrow[{split}][{i}]" >> tfxio.BeamSource())
+            adapter = (tensor_adapter.TensorAdapterConfig(arrow_schema=tfxio.ArrowSchema(),
+                                                          tensor_representations=tfxio.TensorRepresentations())
+                       if schema is not None and tfxio is not None else None)
+            _ = (data | "FlattenExamples" >> beam.Flatten()
+                 | "ExtractEvaluateAndWriteResults" >> tfma.ExtractEvaluateAndWriteResults(
+                     eval_shared_model=models, eval_config=config, output_path=output_uri,
+                     tensor_adapter_config=adapter))
+        logger.info("Evaluation of %s complete. Results written to %s.", [s.name for s in config.model_specs],
+                    output_uri)
+        if not tfma.metrics.metric_thresholds_from_metrics_specs(config.metrics_specs, eval_config=config):
+            return  # no thresholds: nothing to bless (as TFX's executor)
+        blessing = artifact_utils.get_single_instance(output_dict[keys.BLESSING_KEY])
+        blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY, candidate.uri)
+        blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, candidate.id)
+        if has_baseline:
+            baseline = input_dict[keys.BASELINE_MODEL_KEY][0]
+            blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, baseline.uri)
+            blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY, baseline.id)
+        if "current_component_id" in exec_properties:
+            blessing.set_string_custom_property("component_id", exec_properties["current_component_id"])
+        ok = tfma.load_validation_result(output_uri).validation_ok
+        io_utils.write_string_file(
+            os.path.join(blessing.uri, constants.BLESSED_FILE_NAME if ok else constants.NOT_BLESSED_FILE_NAME), "")
+        blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY,
+                                         constants.BLESSED_VALUE if ok else constants.NOT_BLESSED_VALUE)
+
+    @staticmethod
+    def _simple_verdict(metrics: list[dict], settings: dict, scored: bool) -> dict:
+        """The candidate against the simple baseline (simple_baseline.judge), the opt-out
+        with its reason, or why there was nothing to compare."""
+        from trainer_toolkit.settings import SimpleBaselineSettings
+
+        config = SimpleBaselineSettings.from_dict(settings.get("simple_baseline") or {}, "simple_baseline")
+        if not config.enabled:
+            return {"judged": False, "opted_out": True, "reason": f"opted out: {config.reason}"}
+        if not scored or not settings.get("key_metric"):
+            return {"judged": False, "reason": "no simple baseline beside the candidate (its run_fn passes no head"
+                                               " to the trainer toolkit): not compared"}
+        level = config.significance_level or settings.get("level", 0.05)
+        check = simple_baseline.judge(metrics, settings["key_metric"], level, config)
+        logger.info("Simple baseline: %s", check["reason"])
+        return check
+
+    def _judge(self, output_dict: dict[str, list], settings: dict, sample: dict | None, newest: int | None,
+               scored_simple: bool = False, baseline=None) -> None:
         evaluation = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
         blessings = output_dict.get(standard_component_specs.BLESSING_KEY) or []
         if not blessings or not blessings[0].has_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY):
@@ -160,6 +269,18 @@ class Executor(evaluator_executor.Executor):
                 verdict["refused_for_data"] = True
                 verdict["reasons"].append(check["refusal"])
             logger.info("New span %s: %s", newest, check.get("reason"))
+        stale_settings = staleness.StalenessSettings.from_dict(settings.get("staleness"), "staleness")
+        if stale_settings.enabled and newest is not None and settings.get("key_metric"):
+            through = (baseline.get_int_custom_property(staleness.TRAINED_THROUGH)
+                       if baseline is not None and baseline.has_custom_property(staleness.TRAINED_THROUGH) else None)
+            verdict["staleness"] = staleness.judge(
+                significance.read_slices(evaluation, new_span.SPAN_FEATURE), newest, settings["key_metric"], through,
+                baseline.id if baseline is not None else None, stale_settings)
+            logger.info("Staleness: %s", verdict["staleness"]["reason"])
+        verdict["simple_baseline"] = self._simple_verdict(metrics, settings, scored_simple)
+        if verdict["simple_baseline"].get("refused"):
+            verdict["blessed"] = False
+            verdict["reasons"].append(verdict["simple_baseline"]["refusal"])
         io_utils.write_string_file(
             os.path.join(evaluation, significance.VERDICT_FILE), json.dumps(verdict, indent=2, sort_keys=True)
         )

@@ -73,8 +73,8 @@ def judge(
                 else f"{f['name']} {f['value']:.4g} on {f['slice']} is outside its bounds {bound}")
     change_failures = {f["name"]: f for f in failures if f["is_diff"]}
     for (name, model, is_diff), m in sorted(by_key.items()):
-        if not is_diff or name == "example_count":
-            continue
+        if not is_diff or name == "example_count" or model != CANDIDATE:
+            continue  # the simple baseline's differences vs the baseline are not judged here
         base = by_key.get((name, BASELINE, False))
         cand = by_key.get((name, CANDIDATE, False))
         bounds = interval(m["value"], m.get("std_error"), m.get("dof"), level)

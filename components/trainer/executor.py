@@ -15,6 +15,7 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from components.evaluator import staleness
 from components.trainer import code_version
 from core import sbom
 from trainer_toolkit import provenance
@@ -26,6 +27,11 @@ class Executor(trainer_executor.GenericExecutor):
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         super().Do(input_dict, output_dict, exec_properties)
         model = artifact_utils.get_single_instance(output_dict["model"])
+        # The newest span it learned from: the Evaluator ages the served model from it.
+        trained = [a.get_int_custom_property("span") for a in input_dict.get("examples") or []
+                   if a.has_custom_property("span")]
+        if trained:
+            model.set_int_custom_property(staleness.TRAINED_THROUGH, max(trained))
         # The code that trained it, for governance reports (read from MLMD, not passed along).
         for key, value in code_version.code_version().items():
             if isinstance(value, bool):

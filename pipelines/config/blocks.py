@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from components.data_gate.consistency import SpanConsistency
 from components.evaluator.new_span import NewSpanSettings
+from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_skew.settings import SkewSettings
 from components.tflite_export.settings import TFLiteSettings
@@ -21,13 +22,15 @@ from core.settings import Settings
 from governance.model_card import ModelCardSettings
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
-from trainer_toolkit.settings import TrainerSettings
+from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings
 
 BLOCKS: dict[str, type[Settings]] = {
     "trainer": TrainerSettings,
     "ingestion": IngestSettings,
     "span_consistency": SpanConsistency,
     "new_span": NewSpanSettings,
+    "simple_baseline": SimpleBaselineSettings,
+    "staleness": StalenessSettings,
     "rollout": RolloutSettings,
     "serving_skew": SkewSettings,
     "signing": SigningSettings,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from components.data_gate.consistency import SpanConsistency
 from components.evaluator.new_span import NewSpanSettings
+from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_skew.settings import SkewSettings
 from components.tflite_export.settings import TFLiteSettings
@@ -27,7 +28,7 @@ from pipelines import beam as beam_lib
 from pipelines.config.blocks import BLOCKS
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
-from trainer_toolkit.settings import TrainerSettings
+from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings
 
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
 ExampleFormat = Literal["csv", "tfrecord"]
@@ -137,6 +138,15 @@ class PipelineConfig:
     # newest span with intervals; a collapse of the baseline's there refuses the candidate as
     # bad data. {enabled, min_examples, significance_level, margin, min_drop}.
     new_span: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # A simpler model is not better (trainer_toolkit/simple_baseline.py): a linear model on
+    # the same transformed features, fitted beside the candidate and scored in the same TFMA
+    # pass; a candidate significantly worse than it is refused. {enabled, reason, require,
+    # min_lift, significance_level, learning_rate, max_steps, hash_bins}.
+    simple_baseline: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # How stale the served model is (components/evaluator/staleness.py): its quality on the
+    # new span against the spans it trained on, and its age; a drop past max_drop or an age
+    # past max_age_spans raises a `stale` alert. {enabled, max_drop, max_age_spans, min_examples}.
+    staleness: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # After the push (rollout/settings.py): `direct`, or `canary` beside the stable version
     # until delayed labels decide (promote or roll back). {mode, canary_share, metric, ...}.
     rollout: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -229,6 +239,14 @@ class PipelineConfig:
     @property
     def new_span_settings(self) -> NewSpanSettings:
         return self.block("new_span")
+
+    @property
+    def staleness_settings(self) -> StalenessSettings:
+        return self.block("staleness")
+
+    @property
+    def simple_baseline_settings(self) -> SimpleBaselineSettings:
+        return self.block("simple_baseline")
 
     @property
     def rollout_settings(self) -> RolloutSettings:

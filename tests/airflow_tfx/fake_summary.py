@@ -1,6 +1,6 @@
 """A stand-in for `retrain summary --outcome-line`: the human summary, then the outcome line.
 
-    fake_summary.py OUTCOME [ignored retrain arguments...]
+    fake_summary.py OUTCOME [stale] [ignored retrain arguments...]
 """
 
 import json
@@ -12,5 +12,7 @@ name = sys.argv[1]
 reasons = {outcomes.NOT_BLESSED: "auc 0.61 below 0.70", outcomes.STOPPED_BY_DATA_GATE: "payment_type"}
 print(f"Run r1 of pipeline taxi: {name.upper()}", flush=True)
 print(json.dumps({"pipeline": "taxi", "run_id": "r1", "span": 201304, "outcome": name, "reason": reasons.get(name),
-                  "report": None}), flush=True)
+                  "report": None,
+                  "stale": ["the served model is 9 spans old, older than max_age_spans 6"]
+                  if sys.argv[2:3] == ["stale"] else None}), flush=True)
 sys.exit(outcomes.exit_code(name))

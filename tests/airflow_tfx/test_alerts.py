@@ -151,12 +151,12 @@ def test_an_unreachable_smtp_server_is_logged_not_raised(monkeypatch, caplog):
     assert "alert not delivered through smtp" in caplog.text
 
 
-def _summary_task(outcome_name):
+def _summary_task(outcome_name, *extra):
     from airflow_tfx.operators import RunSummaryOperator
 
     fake = os.path.join(os.path.dirname(__file__), "fake_summary.py")
     return RunSummaryOperator(task_id="run_summary", arguments=["summary"], pipeline="taxi", span="201304",
-                              alert_settings=SETTINGS, entrypoint=[sys.executable, fake, outcome_name])
+                              alert_settings=SETTINGS, entrypoint=[sys.executable, fake, outcome_name, *extra])
 
 
 def _context_for_summary():
@@ -179,6 +179,14 @@ def test_run_summary_sends_nothing_for_a_push_and_repeats_no_stop(inbox):
     with pytest.raises(AirflowFailException, match="data gate"):  # fails the DAG run, as before
         _summary_task(outcomes.STOPPED_BY_DATA_GATE).execute(_context_for_summary())
     assert inbox.messages == []  # the DataGate task alerted for the stop
+
+
+def test_run_summary_mails_a_stale_served_model_even_when_the_candidate_was_pushed(inbox):
+    out = _summary_task(outcomes.PUSHED, "stale").execute(_context_for_summary())
+    assert out["outcome"] == outcomes.PUSHED and out["stale"]
+    [message] = inbox.messages
+    assert "the served model is stale" in message["subject"]
+    _assert_alert(message, 201304, "the served model is 9 spans old, older than max_age_spans 6", "run_summary")
 
 
 def test_rollout_decisions_alert_on_promotion_rollback_and_the_live_floor():

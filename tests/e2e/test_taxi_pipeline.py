@@ -126,6 +126,13 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
     # The run folder holds what every reader reads: the run and one result per node.
     assert os.path.exists(os.path.join(summary["run_dir"], "run.json"))
     assert os.path.exists(os.path.join(summary["run_dir"], "nodes", "AtomicPusher.json"))
+    # A simpler model is not better: the logistic regression fitted beside the candidate was
+    # scored in the same TFMA pass, and is never pushed.
+    simple = summary["evaluation"]["significance"]["simple_baseline"]
+    assert simple["judged"] and not simple["refused"] and simple["simple"] > 0.5
+    assert not os.path.exists(os.path.join(pushed, "Simple-Baseline"))
+    assert summary["training"]["simple_baseline"]["model"].startswith("logistic regression")
+    assert summary["training"]["simple_baseline"]["trivial"]["predictor"] == "majority class"
 
 
 def test_the_pushed_version_and_its_report_are_signed_and_verify(env, first_run):
@@ -255,6 +262,12 @@ def test_a_month_whose_data_the_served_model_no_longer_fits_is_refused_as_bad_da
     assert check["baseline"]["value"] < check["baseline_window"]["value"] - 0.1
     assert summary["outcome"] == "not_blessed" and versions(env) == before
     assert any(r.startswith("the data, not the model:") for r in verdict["reasons"])
+    # The served model (trained through 201504) is one span old and has lost its quality on
+    # the new month: the staleness reading says so, and the outcome line carries the alert.
+    stale = verdict["staleness"]
+    assert stale["age_spans"] == 1 and stale["trained_through_span"] == 201504
+    assert stale["drop_bound"] > stale["max_drop"] and stale["alerts"]
+    assert summary["stale"] == stale["alerts"] and "lost" in stale["alerts"][0]
     # The governance report shows both models on each span of the window (TFMA's slices).
     with open(summary["report_json"]) as f:
         governance = json.load(f)
@@ -297,6 +310,27 @@ def test_worse_candidate_is_not_pushed(env, first_run, tmp_path):
     assert governance["outcome"] == "not_blessed" and governance["blessed"] is False
     assert governance["push"]["reason"].startswith("not blessed by the Evaluator")
     assert any(not t["passed"] for t in governance["evaluation"]["thresholds"])
+
+
+def test_a_candidate_worse_than_the_linear_baseline_is_refused(env, first_run, tmp_path):
+    """A network left at its initial weights (learning rate 1e-9) with every other threshold
+    opened: only the comparison with the logistic regression beside it refuses it."""
+    path = _config(env, tmp_path / "untrained.yaml", {"learning_rate": 1e-9}, min_auc=0.0, min_accuracy=0.0,
+                   max_auc_decrease=1.0)
+    before = versions(env)
+    code, summary, stderr = retrain(env, "--span", "201612", config=path)
+    assert code == 0, stderr[-3000:]
+    verdict = summary["evaluation"]["significance"]
+    check = verdict["simple_baseline"]
+    assert check["judged"] and check["refused"] and check["interval"][1] < 0
+    assert check["simple"] > check["candidate"]
+    assert summary["outcome"] == "not_blessed" and versions(env) == before
+    assert [r for r in verdict["reasons"] if not r.startswith("a simpler model is better")] == []
+    with open(summary["report_json"]) as f:
+        governance = json.load(f)
+    assert governance["evaluation"]["significance"]["simple_baseline"]["refused"]
+    with open(summary["report_json"].replace(".json", ".html")) as f:
+        assert "A simpler model is not better: REFUSED" in f.read()
 
 
 def test_an_exploding_learning_rate_fails_the_trainer_and_nothing_is_pushed(env, first_run, tmp_path):

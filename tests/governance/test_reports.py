@@ -60,7 +60,8 @@ def test_report_values_equal_the_artifacts(pushed):
     assert sum(b["count"] for b in reported["histogram"]) == pytest.approx(stats.datasets[0].num_examples)
     overall = next(r for r in tfma.load_metrics(report["evaluation"]["path"]) if not r.slice_key.single_slice_keys)
     acc = next(kv.value.double_value.value for kv in overall.metric_keys_and_values
-               if kv.key.name == "sparse_categorical_accuracy" and not kv.key.model_name and not kv.key.is_diff)
+               if kv.key.name == "sparse_categorical_accuracy" and kv.key.model_name in ("", "candidate")
+               and not kv.key.is_diff)
     assert report["evaluation"]["overall"]["sparse_categorical_accuracy"]["candidate"] == pytest.approx(acc, abs=1e-5)
     assert len(report["evaluation"]["slices"]) == 10  # one per class
     # ... and each span of the window apart (the Evaluator's span tag, for the new-span check).
