@@ -71,6 +71,8 @@ class Plan:
     vocab: list[str]
     left_out: dict[str, str]
     slices: list[str]
+    # The fairness block's groups (components/evaluator/fairness.py): low-cardinality categorical columns.
+    groups: list[str] = dataclasses.field(default_factory=list)
     classes: list = dataclasses.field(default_factory=list)
     label_mean: float = 0.0
     label_std: float = 1.0
@@ -425,6 +427,7 @@ def plan(root: str, name: str, data_root: str, label: str, task: str | None = No
         rows=len(frame), label=label, label_type=types[label], task=chosen, task_reason=reason,
         numeric=columns["numeric"], bucket=columns["bucket"], categorical=columns["categorical"],
         vocab=columns["vocab"], left_out=columns["left_out"], slices=small[:1],
+        groups=small[:3],
         thresholds=_thresholds(chosen, label_values), schema_text=schema_text, span_consistency=consistency,
     )
     if chosen == tasks.REGRESSION:
@@ -526,7 +529,8 @@ def render(p: Plan) -> dict[str, str]:
     values = dict(
         name=p.name, title=title, summary=summary, data=os.path.relpath(p.data_root, p.root), spans_text=f"spans {p.span_numbers[0]}..{p.span_numbers[-1]}",
         rows=p.rows, label_key=repr(p.label), label_facts=label_facts, numeric=_py(p.numeric), bucket=_py(p.bucket),
-        categorical=_py(p.categorical), vocab=_py(p.vocab), slices=_py(p.slices), skew_limit=SKEW_LIMIT,
+        categorical=_py(p.categorical), vocab=_py(p.vocab), slices=_py(p.slices), groups=_py(p.groups),
+        skew_limit=SKEW_LIMIT,
         max_codes=MAX_CODES, head=head, methods=methods, window=p.window,
         label_fn=_LABEL_FNS[tasks.REGRESSION if p.task == tasks.REGRESSION else "classification"],
         data_root=rel_data, example_format=p.example_format, label_xf=re.sub(r"\W", "_", p.label) + "_xf",

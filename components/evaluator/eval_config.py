@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import tensorflow_model_analysis as tfma
 from google.protobuf import wrappers_pb2
 
+from components.evaluator import fairness as fairness_lib
 from components.evaluator import new_span, regression_metrics
 from core import tasks
 
@@ -94,14 +95,20 @@ _CI_METHODS = {
 
 
 def eval_config(*, task: str, label_key: str, slice_features: Sequence[str], interval_method: str,
-                slice_by_span: bool, thresholds: dict) -> tfma.EvalConfig:
+                slice_by_span: bool, thresholds: dict,
+                fairness: fairness_lib.FairnessSettings | None = None) -> tfma.EvalConfig:
     """The task's metrics, overall and per slice, with value and change-vs-baseline
     thresholds, and confidence intervals (the Evaluator judges a drop by its significance).
 
     Args:
       thresholds: the values of THRESHOLD_KEYS.
       slice_by_span: a slice per span of the window (the new span alone, new_span.py).
+      fairness: the groups' features (sliced too) and the rates their gaps need (fairness.py).
     """
+    fairness = fairness or fairness_lib.FairnessSettings()
+    groups = [f for f in fairness.slices if f not in slice_features] if fairness.active else []
+    rates = [tfma.MetricConfig(class_name=name, config=json.dumps(config))
+             for name, config in fairness_lib.metrics(task, fairness)]
     return tfma.EvalConfig(
         options=tfma.Options(
             compute_confidence_intervals=wrappers_pb2.BoolValue(value=True),
@@ -115,10 +122,11 @@ def eval_config(*, task: str, label_key: str, slice_features: Sequence[str], int
             )
         ],
         slicing_specs=[tfma.SlicingSpec()]
-        + [tfma.SlicingSpec(feature_keys=[f]) for f in slice_features]
+        + [tfma.SlicingSpec(feature_keys=[f]) for f in (*slice_features, *groups)]
         # Each span of the window (the Evaluator tags the examples): the new span alone.
         + ([tfma.SlicingSpec(feature_keys=[new_span.SPAN_FEATURE])] if slice_by_span else []),
         metrics_specs=[
-            tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *_metrics(task, thresholds)])
+            tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *_metrics(task, thresholds),
+                                     *rates])
         ],
     )

@@ -33,7 +33,7 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
-from components.evaluator import new_span, significance, simple_baseline, staleness
+from components.evaluator import fairness, new_span, significance, simple_baseline, staleness
 
 logger = logging.getLogger(__name__)
 
@@ -277,6 +277,17 @@ class Executor(evaluator_executor.Executor):
                 significance.read_slices(evaluation, new_span.SPAN_FEATURE), newest, settings["key_metric"], through,
                 baseline.id if baseline is not None else None, stale_settings)
             logger.info("Staleness: %s", verdict["staleness"]["reason"])
+        groups = fairness.FairnessSettings.from_dict(settings.get("fairness"), "fairness")
+        if groups.active and settings.get("task"):
+            check = fairness.judge({f: significance.read_slices(evaluation, f) for f in groups.slices}, metrics,
+                                   settings["task"], groups)
+            verdict["fairness"] = check
+            if check["refused"]:
+                verdict["blessed"] = False
+                verdict["reasons"].append(check["reason"])
+            logger.info("Fairness: %s", check["reason"])
+            for warning in check["warnings"]:
+                logger.warning("Fairness: %s", warning)
         verdict["simple_baseline"] = self._simple_verdict(metrics, settings, scored_simple)
         if verdict["simple_baseline"].get("refused"):
             verdict["blessed"] = False

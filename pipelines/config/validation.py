@@ -50,6 +50,26 @@ def validate(config: PipelineConfig) -> None:
     check_hparams(config)
     policy = load_gate_policy(config)
     check_span_consistency(config, policy)
+    check_fairness(config)
+
+
+def check_fairness(config: PipelineConfig) -> None:
+    """The `fairness:` block's slices must be the schema's features, its gaps the task's metrics.
+
+    Raises:
+      ConfigError: naming the key and the feature or metric.
+    """
+    settings = config.fairness_settings
+    if not settings.active:
+        return
+    try:
+        settings.gates(config.task)
+    except SettingsError as e:
+        raise ConfigError(f"fairness.{e}") from None
+    known = schema_features(config.schema_path)
+    for i, feature in enumerate(settings.slices):
+        if feature not in known:
+            raise ConfigError(f"fairness.slices[{i}]: {feature!r} is not a feature of the schema {config.schema_path}")
 
 
 def _check_ranges(config: PipelineConfig) -> None:

@@ -7,6 +7,7 @@ import pytest
 import tensorflow_model_analysis as tfma
 
 from components.evaluator import eval_config, simple_baseline, staleness
+from core import tasks
 from core.settings import SettingsError
 from trainer_toolkit.settings import SimpleBaselineSettings
 
@@ -116,3 +117,82 @@ def test_staleness_without_a_baseline_or_its_training_spans_says_why():
     assert staleness.age(201701, 201612) == 1 and staleness.age(201612, 201612) == 0
     with pytest.raises(SettingsError, match="staleness.max_age_spans"):
         staleness.StalenessSettings.from_dict({"max_age_spans": 0}, "staleness")
+
+
+# Quality across groups (fairness.judge): gaps per slice, their bounds, small slices reported.
+
+def _group(n, model_values, se=0.02):
+    """One slice's entries: example_count n and {metric: (candidate, baseline)} with standard errors."""
+    out = [_m("example_count", "candidate", n), _m("example_count", "baseline", n)]
+    for name, (cand, base) in model_values.items():
+        out += [_m(name, "candidate", cand, se), _m(name, "baseline", base, se)]
+    return out
+
+
+def _fairness(**kw):
+    from components.evaluator import fairness
+
+    return fairness.FairnessSettings(**{"slices": ("group",), "max_gap": {"fnr": 0.1}, **kw})
+
+
+def test_a_slice_gap_beyond_its_threshold_refuses_naming_the_group():
+    from scipy import stats
+
+    from components.evaluator import fairness
+
+    overall = _group(1000, {"fnr": (0.20, 0.21)}, se=0.01)
+    slices = {"group": {"a": _group(400, {"fnr": (0.18, 0.20)}), "b": _group(300, {"fnr": (0.55, 0.30)}),
+                        "c": _group(5, {"fnr": (0.9, 0.9)})}}
+    check = fairness.judge(slices, overall, tasks.BINARY, _fairness())
+    assert check["judged"] and check["refused"]
+    rows = {r["slice"]: r for r in check["features"]["group"]["slices"]}
+    assert rows["a"]["status"] == "ok" and rows["a"]["gap"] == pytest.approx(0.02)
+    # |0.55 - 0.20| = 0.35; its lower bound 0.35 - z * sqrt(0.02^2 + 0.01^2) is beyond 0.1.
+    assert rows["b"]["gap"] == pytest.approx(0.35)
+    assert rows["b"]["lower_bound"] == pytest.approx(0.35 - stats.norm.ppf(0.95) * math.sqrt(0.02 ** 2 + 0.01 ** 2))
+    assert rows["b"]["status"] == "over" and rows["b"]["baseline_gap"] == pytest.approx(0.09)
+    assert "fnr on group=b is 0.55 vs 0.2 overall" in check["reason"]
+    # The five-example slice is reported as too small, not judged and not passed.
+    assert check["features"]["group"]["too_small"] == [{"slice": "c", "examples": 5}]
+    assert any("too small to judge: c" in w for w in check["warnings"])
+
+
+def test_a_gap_within_noise_warns_and_a_rate_undefined_on_a_slice_is_reported():
+    from components.evaluator import fairness
+
+    overall = _group(1000, {"fnr": (0.20, 0.20)}, se=0.01)
+    slices = {"group": {"a": _group(60, {"fnr": (0.35, 0.2)}, se=0.08),
+                        "b": [*_group(80, {}), _m("fnr", "candidate", float("nan"), 0.1)]}}
+    check = fairness.judge(slices, overall, tasks.BINARY, _fairness())
+    assert check["judged"] and not check["refused"]
+    assert check["features"]["group"]["slices"][0]["status"] == "over_not_significant"
+    assert check["features"]["group"]["undefined"] == [{"slice": "b", "metric": "fnr", "examples": 80}]
+    assert any("within noise" in w for w in check["warnings"])
+
+
+def test_directions_of_the_gap_and_the_config_rules():
+    from components.evaluator import fairness
+
+    assert fairness.gap("fpr", 0.1, 0.3) == pytest.approx(0.2)  # a rate: either way
+    assert fairness.gap("auc", 0.9, 0.8) == pytest.approx(-0.1)  # a better slice has no gap
+    assert fairness.gap("mean_absolute_error", 15.0, 10.0) == pytest.approx(0.5)  # relative
+    assert fairness.FairnessSettings(slices=("x",)).gates(tasks.MULTICLASS) == {"sparse_categorical_accuracy": 0.15}
+    with pytest.raises(SettingsError, match="max_gap.fnr: not a metric of a regression task"):
+        fairness.FairnessSettings(slices=("x",), max_gap={"fnr": 0.1}).gates(tasks.REGRESSION)
+    with pytest.raises(SettingsError, match="slices: a feature is named twice"):
+        fairness.FairnessSettings.from_dict({"slices": ["x", "x"]}, "fairness")
+    # Nothing large enough to judge: not judged, the reason says why.
+    check = fairness.judge({"group": {"a": _group(3, {"fnr": (0.9, 0.9)})}}, _group(3, {"fnr": (0.5, 0.5)}),
+                           tasks.BINARY, _fairness())
+    assert not check["judged"] and not check["refused"] and "no slice large enough" in check["reason"]
+
+
+def test_the_groups_are_sliced_and_a_binary_task_gets_fairness_indicators_rates():
+    from components.evaluator import fairness
+
+    config = eval_config.eval_config(task=tasks.BINARY, label_key="y", slice_features=["f"], interval_method="jackknife",
+                                     slice_by_span=False, thresholds={k: 0.5 for k in eval_config.THRESHOLD_KEYS},
+                                     fairness=fairness.FairnessSettings(slices=("f", "g"), threshold=0.3))
+    assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["f"], ["g"]]
+    rates = {m.class_name: m.config for m in config.metrics_specs[0].metrics if m.class_name in ("FPR", "FNR")}
+    assert rates == {"FPR": '{"thresholds": [0.3]}', "FNR": '{"thresholds": [0.3]}'}
