@@ -256,6 +256,75 @@ def _simple_baseline(check: dict | None, fitted: dict | None) -> list[str]:
     return out
 
 
+def _pct(share: float | None) -> str | None:
+    return None if share is None else f"{100 * share:.1f}%"
+
+
+def _importance(record: dict | None, history: dict | None) -> list[str]:
+    """Every feature earns its place: each input's permutation importance with its interval,
+    its bytes per example, the flag where the interval includes 0, and its trend over runs."""
+    if not record:
+        return []
+    flagged = record.get("not_contributing") or []
+    title = "not computed" if not record.get("computed") else (
+        f"{len(flagged)} input(s) not shown to contribute" if flagged else "every input contributes")
+    out = [f"<h3>Every feature earns its place: {_e(title)}</h3>",
+           f"<p>{_e(record_lib.importance_note({'importance': record}))}</p>"]
+    if not record.get("computed"):
+        return out
+    runs = (history or {}).get("runs") or []
+    trend = {}
+    for run in runs:
+        for name, v in run["inputs"].items():
+            trend.setdefault(name, []).append(v["importance"])
+    out.append(f"<p class=muted>rise of the {_e(record['loss'])} per example when an input is shuffled across"
+               f" {_e(record['examples'])} eval examples ({_e(record['repeats'])} permutations, seed {_e(record['seed'])}),"
+               f" {_e(round(100 * record['confidence']))}% interval; {_e(record['seconds'])} s. Time per feature:"
+               f" {_e(record['time_share'])}.</p>")
+    rows = "".join(
+        f"<tr{'' if r['contributes'] else ' class=bad'}><td>{_e(r['input'])}</td><td>{_e(_fmt(r['importance']))}</td>"
+        f"<td>[{_e(_fmt(r['interval'][0]))}, {_e(_fmt(r['interval'][1]))}]</td>"
+        f"<td>{_e('yes' if r['contributes'] else 'NOT SHOWN: interval includes 0')}</td>"
+        f"<td>{_e(r.get('raw_feature'))}</td><td>{_e(r.get('bytes_per_example'))}</td>"
+        f"<td>{_e(_pct(r.get('bytes_share')))}</td>"
+        f"<td>{_e(', '.join(_fmt(v) for v in trend.get(r['input'], [])[-6:]))}</td></tr>" for r in record["inputs"])
+    out.append("<table><tr><th>model input</th><th>importance</th><th>interval</th><th>contributes</th>"
+               "<th>raw feature</th><th>bytes per example</th><th>share of bytes</th>"
+               f"<th>importance over the last runs ({_e(len(runs))} recorded), oldest first</th></tr>" + rows + "</table>")
+    if record.get("left_out_inputs"):
+        out.append(f"<p class=muted>not dense, not permuted: {_e(', '.join(record['left_out_inputs']))}</p>")
+    return out
+
+
+def _fairness(check: dict | None) -> list[str]:
+    """Quality across groups: each judged slice's rate against the overall one, the gap and
+    its bound beside the limit, the last blessed model's gap; slices too small, listed."""
+    if not check:
+        return []
+    title = ("not judged" if not check.get("judged") else "REFUSED: a group is worse off" if check["refused"]
+             else "every group within its limit")
+    out = [f"<h3>Quality across groups: {_e(title)}</h3>", f"<p>{_e(record_lib.fairness_note({'fairness': check}))}</p>",
+           f"<p class=muted>gap limits {_e(check.get('gates'))} at {_e(round(100 * check.get('confidence', 0.95)))}%"
+           f" confidence; binary rates at threshold {_e(check.get('threshold'))}; slices under"
+           f" {_e(check.get('min_slice_examples'))} eval examples are not judged</p>"]
+    for warning in check.get("warnings") or []:
+        out.append(f"<p class=muted>{_e(warning)}</p>")
+    for feature, report in (check.get("features") or {}).items():
+        rows = "".join(
+            f"<tr{' class=bad' if r['status'] == 'over' else ''}><td>{_e(r['slice'])}</td><td>{_e(r['metric'])}</td>"
+            f"<td>{_e(_fmt(r['value']))}</td><td>{_e(_fmt(r['overall']))}</td><td>{_e(_fmt(r['gap']))}</td>"
+            f"<td>{_e(_fmt(r.get('lower_bound')))}</td><td>{_e(r['limit'])}</td><td>{_e(_fmt(r.get('baseline_gap')))}</td>"
+            f"<td>{_e(r['examples'])}</td><td>{_e(r['status'])}</td></tr>" for r in report.get("slices") or [])
+        rows += "".join(f"<tr><td>{_e(r['slice'])}</td><td colspan=8>too small to judge</td><td>{_e(r['examples'])}"
+                        "</td></tr>" for r in report.get("too_small") or [])
+        rows += "".join(f"<tr><td>{_e(r['slice'])}</td><td>{_e(r['metric'])}</td><td colspan=7>undefined on this"
+                        f" slice</td><td>{_e(r['examples'])}</td></tr>" for r in report.get("undefined") or [])
+        out.append(f"<h4>by {_e(feature)}</h4><table><tr><th>slice</th><th>metric</th><th>candidate</th><th>overall</th>"
+                   "<th>gap</th><th>gap lower bound</th><th>limit</th><th>last blessed model's gap</th><th>eval examples</th>"
+                   "<th>status</th></tr>" + rows + "</table>")
+    return out
+
+
 def _live(live: dict | None, push: dict) -> list[str]:
     """After the push: offline against live metrics, the version's role and the decision trail."""
     if not push.get("pushed"):
@@ -397,9 +466,11 @@ def render(r: dict) -> str:
         out.append("<h2>Transform and Trainer settings</h2><pre>" + _e(json.dumps({"transform": r.get("transform"), "trainer": r.get("trainer")}, indent=2, default=str)) + "</pre>")
     training = r.get("training")
     if training:
-        rows = [(k, _e(v)) for k, v in training.items() if k not in ("loss_curve", "final_metrics", "simple_baseline")]
+        rows = [(k, _e(v)) for k, v in training.items()
+                if k not in ("loss_curve", "final_metrics", "simple_baseline", "importance", "importance_history")]
         out.append("<h2>Training</h2>" + _table(rows + [("final metrics", _e(training.get("final_metrics")))]))
         out.append(line_chart("training loss by step", [tuple(p) for p in training.get("loss_curve") or []]))
+        out += _importance(training.get("importance"), training.get("importance_history"))
     ev = r.get("evaluation")
     if ev:
         out.append(f"<h2>Evaluation: {_yes_no(ev.get('validation_ok'), 'thresholds passed', 'thresholds FAILED')}</h2>")
@@ -423,6 +494,7 @@ def render(r: dict) -> str:
             out += _new_span(verdict.get("new_span"))
             out += _staleness(verdict.get("staleness"), ev.get("staleness_history"))
             out += _simple_baseline(verdict.get("simple_baseline"), (r.get("training") or {}).get("simple_baseline"))
+            out += _fairness(verdict.get("fairness"))
             if verdict.get("comparisons"):
                 out.append("<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>difference</th><th>interval</th><th>tolerated drop</th><th>verdict</th></tr>" + "".join(
                     f"<tr><td>{_e(c['metric'])}</td><td>{_e(_fmt(c.get('candidate')))}</td><td>{_e(_fmt(c.get('baseline')))}</td><td>{_e(_fmt(c.get('difference')))}</td>"

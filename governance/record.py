@@ -247,6 +247,49 @@ def simple_baseline_note(verdict: dict | None) -> str | None:
     return f"{'REFUSED' if check['refused'] else 'passed'}: {check['reason']}"
 
 
+def fairness_note(verdict: dict | None) -> str | None:
+    """One line on the candidate's quality across groups (components/evaluator/fairness.py), or None."""
+    check = (verdict or {}).get("fairness")
+    if not check:
+        return None
+    small = sum(len(f.get("too_small") or []) for f in (check.get("features") or {}).values())
+    tail = f" ({small} slice(s) too small to judge)" if small else ""
+    if not check.get("judged"):
+        return f"not judged: {check['reason']}"
+    return f"{'REFUSED' if check['refused'] else 'passed'}: {check['reason']}{tail}"
+
+
+def importance_note(training: dict | None) -> str | None:
+    """One line on the inputs not shown to contribute (trainer_toolkit/importance.py), or None."""
+    record = (training or {}).get("importance")
+    if not record:
+        return None
+    if not record.get("computed"):
+        return f"not computed: {record.get('reason')}"
+    flagged = record.get("not_contributing") or []
+    head = (f"{len(record['inputs'])} inputs on {record['examples']} eval examples;"
+            f" {record['bytes_per_example']} bytes per raw example")
+    return f"{head}; not shown to contribute: {', '.join(flagged)}" if flagged else f"{head}; every input contributes"
+
+
+def importance_history(store, pipeline_root: str) -> dict:
+    """Each model input's importance over the pipeline's trained models, oldest first: the
+    trend the report draws beside this run's figures (read from each Model's provenance)."""
+    runs = []
+    for artifact in store.get_artifacts_by_type("Model"):
+        if not artifact.uri.startswith(pipeline_root.rstrip("/") + "/"):
+            continue
+        full = _read_json(os.path.join(artifact.uri, "Format-Serving", "assets.extra", "training_provenance.json"))
+        record = (full or {}).get("importance") or {}
+        if not record.get("computed"):
+            continue
+        runs.append({"model_artifact_id": artifact.id,
+                     "inputs": {r["input"]: {"importance": r["importance"], "contributes": r["contributes"]}
+                                for r in record["inputs"]}})
+    runs.sort(key=lambda r: r["model_artifact_id"])
+    return {"runs": runs}
+
+
 def staleness_history(store, pipeline_root: str) -> dict:
     """The served models' quality against their age over every run of the pipeline (each
     Evaluator's staleness reading: components/evaluator/staleness.py), oldest run first,
@@ -487,7 +530,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
         if full is not None:
             r.training["loss_curve"] = full.get("loss_curve", [])
             r.training["final_metrics"] = full.get("final_metrics", {})
-            for key in ("numerics", "simple_baseline"):
+            for key in ("numerics", "simple_baseline", "importance"):
                 if full.get(key) is not None:
                     r.training[key] = full[key]
 
@@ -501,6 +544,8 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     if evaluator is not None and evaluator.output("evaluation") is not None:
         r.evaluation = evaluation(evaluator.output("evaluation").uri, evaluator.exec_properties().get("eval_config"))
         r.evaluation["staleness_history"] = staleness_history(store, pipeline_root)
+    if r.training and r.training.get("importance"):
+        r.training["importance_history"] = importance_history(store, pipeline_root)
     if evaluator is not None and evaluator.output("blessing") is not None:
         r.blessed = bool(props(evaluator.output("blessing")).get("blessed"))
 

@@ -384,6 +384,7 @@ def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
             "hparams": dict(config.hparams),
             "trainer": {"backup_root": config.trainer_backup_root, **config.trainer},
             "simple_baseline": config.simple_baseline_settings.to_dict(),
+            "importance": config.importance_settings.to_dict(),
         },
     )
 
@@ -408,7 +409,8 @@ def evaluate(config: PipelineConfig, training: TrainStage):
         eval_config=eval_config_lib.eval_config(
             task=config.task, label_key=config.label_key, slice_features=config.slice_features,
             interval_method=config.interval_method, slice_by_span=config.new_span_settings.enabled,
-            thresholds={k: getattr(config, k) for k in eval_config_lib.THRESHOLD_KEYS}),
+            thresholds={k: getattr(config, k) for k in eval_config_lib.THRESHOLD_KEYS},
+            fairness=config.fairness_settings),
         significance_level=config.significance_level,
         min_eval_examples=config.min_eval_examples,
         max_eval_examples=config.max_eval_examples,
@@ -416,6 +418,8 @@ def evaluate(config: PipelineConfig, training: TrainStage):
         new_span=config.new_span_settings.to_dict(),
         simple_baseline=config.simple_baseline_settings.to_dict(),
         staleness=config.staleness_settings.to_dict(),
+        fairness=config.fairness_settings.to_dict(),
+        task=config.task,
     )
 
     return evaluator

@@ -212,6 +212,8 @@ def format_summary(summary: dict) -> str:
                 lines.append(f"  served model age {record_lib.staleness_note(verdict)}")
             if record_lib.simple_baseline_note(verdict):
                 lines.append(f"  simple baseline  {record_lib.simple_baseline_note(verdict)}")
+            if record_lib.fairness_note(verdict):
+                lines.append(f"  across groups    {record_lib.fairness_note(verdict)}")
         else:
             for f in ev["failures"]:
                 lines.append(f"    threshold failed: {f['metric']} on {f['slice']}: {f['message']}")

@@ -25,7 +25,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from trainer_toolkit import dataset, export, hardware, precision, provenance, simple_baseline
+from trainer_toolkit import (
+    dataset,
+    export,
+    hardware,
+    importance,
+    precision,
+    provenance,
+    simple_baseline,
+)
 from trainer_toolkit import strategy as strategy_lib
 from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings, TrainingBudget
 from trainer_toolkit.warm_start import warm_start_from
@@ -139,6 +147,8 @@ class FitSpec:
     # linear model with the same head is fitted and exported beside the candidate.
     head: Any = None
     simple_baseline: SimpleBaselineSettings | None = None
+    # The `importance:` settings: with a head, each input's permutation importance and cost.
+    importance: importance.ImportanceSettings | None = None
 
 
 def backup_dir(settings: TrainerSettings, spec: FitSpec) -> str:
@@ -339,6 +349,7 @@ def train_and_export(
         logger.info("trainer: outputs finite on %d eval examples (%.1f s)", checked, numerics["check_s"])
     _export(session, model, spec, signatures)
     simple = _simple_baseline(session, spec, train_ds, eval_ds, signatures)
+    importances = _importance(session, spec, model)
 
     record = {
         "strategy": session.strategy_choice.name,
@@ -367,6 +378,7 @@ def train_and_export(
         "loss_curve": progress.curve,
         "numerics": numerics,
         "simple_baseline": simple,
+        "importance": importances,
         "tensorflow": tf.__version__,
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
@@ -392,6 +404,20 @@ def _simple_baseline(session: Session, spec: FitSpec, train_ds, eval_ds, signatu
     return simple_baseline.fit_and_export(session, spec.head, train_ds, eval_ds, spec.train_steps, spec.eval_steps,
                                           spec.serving_model_dir, signatures, dict(spec.signature_methods), settings,
                                           eval_once=eval_once)
+
+
+def _importance(session: Session, spec: FitSpec, model) -> dict | None:
+    """Each model input's permutation importance and cost (trainer_toolkit/importance.py) on
+    a sample of the eval split, or None where it is off or the run_fn passes no head."""
+    settings = spec.importance
+    if settings is None or not settings.enabled or spec.head is None or not session.is_chief:
+        return None
+    files = dataset.list_files(spec.eval_files)
+    compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
+    raw = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type=compression).take(settings.max_examples)]
+    options = session.input_options(spec.per_replica_batch_size, spec.seed)
+    eval_once = dataset.make_dataset(files, spec.feature_spec, spec.transform, options, repeat=False)
+    return importance.measure(model, spec.head, eval_once, raw, list(spec.feature_spec), settings)
 
 
 def plan_training(session: Session, fn_args, batch_size: int) -> dict:
@@ -466,6 +492,8 @@ def train_from_fn_args(
             head=head,
             simple_baseline=SimpleBaselineSettings.from_dict((fn_args.custom_config or {}).get("simple_baseline"),
                                                              "simple_baseline"),
+            importance=importance.ImportanceSettings.from_dict((fn_args.custom_config or {}).get("importance"),
+                                                               "importance"),
         ),
         signatures=lambda model: signatures(model, tft_output),
     )

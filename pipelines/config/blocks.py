@@ -12,6 +12,7 @@ it is not listed here because its `nodes:` may only name the pipeline's Beam nod
 from __future__ import annotations
 
 from components.data_gate.consistency import SpanConsistency
+from components.evaluator.fairness import FairnessSettings
 from components.evaluator.new_span import NewSpanSettings
 from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
@@ -22,6 +23,7 @@ from core.settings import Settings
 from governance.model_card import ModelCardSettings
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
+from trainer_toolkit.importance import ImportanceSettings
 from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings
 
 BLOCKS: dict[str, type[Settings]] = {
@@ -31,6 +33,8 @@ BLOCKS: dict[str, type[Settings]] = {
     "new_span": NewSpanSettings,
     "simple_baseline": SimpleBaselineSettings,
     "staleness": StalenessSettings,
+    "fairness": FairnessSettings,
+    "importance": ImportanceSettings,
     "rollout": RolloutSettings,
     "serving_skew": SkewSettings,
     "signing": SigningSettings,

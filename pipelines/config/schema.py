@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from components.data_gate.consistency import SpanConsistency
+from components.evaluator.fairness import FairnessSettings
 from components.evaluator.new_span import NewSpanSettings
 from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
@@ -28,6 +29,7 @@ from pipelines import beam as beam_lib
 from pipelines.config.blocks import BLOCKS
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
+from trainer_toolkit.importance import ImportanceSettings
 from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings
 
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
@@ -147,6 +149,16 @@ class PipelineConfig:
     # new span against the spans it trained on, and its age; a drop past max_drop or an age
     # past max_age_spans raises a `stale` alert. {enabled, max_drop, max_age_spans, min_examples}.
     staleness: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Quality across groups (components/evaluator/fairness.py): per slice of each feature in
+    # `slices`, Fairness Indicators' rates (binary) or the key metric, and the gap to the
+    # overall value; a gap significantly beyond max_gap refuses the candidate, naming the
+    # slice. {slices, max_gap, threshold, min_slice_examples, significance_level, enabled}.
+    fairness: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Every feature earns its place (trainer_toolkit/importance.py): each model input's
+    # permutation importance with an interval on a seeded sample of the eval split, and the
+    # bytes its raw feature adds per example; inputs whose interval includes 0 are flagged.
+    # {enabled, max_examples, repeats, seed, significance_level}.
+    importance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # After the push (rollout/settings.py): `direct`, or `canary` beside the stable version
     # until delayed labels decide (promote or roll back). {mode, canary_share, metric, ...}.
     rollout: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -243,6 +255,14 @@ class PipelineConfig:
     @property
     def staleness_settings(self) -> StalenessSettings:
         return self.block("staleness")
+
+    @property
+    def fairness_settings(self) -> FairnessSettings:
+        return self.block("fairness")
+
+    @property
+    def importance_settings(self) -> ImportanceSettings:
+        return self.block("importance")
 
     @property
     def simple_baseline_settings(self) -> SimpleBaselineSettings:

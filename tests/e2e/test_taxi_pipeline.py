@@ -133,6 +133,20 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
     assert not os.path.exists(os.path.join(pushed, "Simple-Baseline"))
     assert summary["training"]["simple_baseline"]["model"].startswith("logistic regression")
     assert summary["training"]["simple_baseline"]["trivial"]["predictor"] == "majority class"
+    # Quality across groups: per payment type and pickup area, Fairness Indicators' rates;
+    # the month's groups under 30 eval trips are listed as too small, not passed.
+    groups = summary["evaluation"]["significance"]["fairness"]
+    assert set(groups["features"]) == {"payment_type", "pickup_community_area"} and not groups["refused"]
+    assert groups["gates"] == {"fpr": 0.2, "fnr": 0.2}
+    assert any(f["too_small"] for f in groups["features"].values())
+    # Every feature earns its place: each input's permutation importance with its interval and cost.
+    ranked = summary["training"]["importance"]
+    assert ranked["computed"] and ranked["examples"] > 0 and ranked["bytes_per_example"] > 0
+    assert {r["input"] for r in ranked["inputs"]} >= {"fare_xf", "payment_type_xf"}
+    assert all(r["interval"][0] <= r["importance"] <= r["interval"][1] for r in ranked["inputs"])
+    with open(summary["report_json"].replace(".json", ".html")) as f:
+        page = f.read()
+    assert "Quality across groups: " in page and "Every feature earns its place: " in page
 
 
 def test_the_pushed_version_and_its_report_are_signed_and_verify(env, first_run):
@@ -331,6 +345,35 @@ def test_a_candidate_worse_than_the_linear_baseline_is_refused(env, first_run, t
     assert governance["evaluation"]["significance"]["simple_baseline"]["refused"]
     with open(summary["report_json"].replace(".json", ".html")) as f:
         assert "A simpler model is not better: REFUSED" in f.read()
+
+
+def test_a_planted_gap_between_payment_types_refuses_the_candidate_naming_the_group(tmp_path):
+    """Cash trips given a tip at random (40%): nothing in a trip says which, so the model
+    misses them (a high false negative rate on Cash) while card trips stay learnable. Every
+    other threshold is opened: the gap alone refuses the candidate, and the reason names the group."""
+    env = {"data": str(tmp_path / "data"), "work": str(tmp_path / "work")}
+    rng = np.random.default_rng(7)
+    for s in (201502, 201503, 201504):
+        with open(os.path.join(spans.span_dir(TAXI_DATA, s), "data.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            if r["payment_type"] == "Cash" and rng.random() < 0.4:
+                r["tips"] = str(round(float(r["fare"]) * 0.3, 2))
+        spans.write_span(env["data"], s, list(rows[0]), [list(r.values()) for r in rows])
+    config = _config(env, tmp_path / "groups.yaml", slice_features=[], enable_serving_check=False, min_auc=0.0,
+                     min_accuracy=0.0, simple_baseline={"enabled": False, "reason": "about the groups alone"},
+                     fairness={"slices": ["payment_type"], "max_gap": {"fnr": 0.15, "fpr": 0.15}})
+    code, summary, stderr = retrain(env, "--span", "201504", config=config)
+    assert code == 0, stderr[-3000:]
+    verdict = summary["evaluation"]["significance"]
+    check = verdict["fairness"]
+    rows = {(r["slice"], r["metric"]): r for r in check["features"]["payment_type"]["slices"]}
+    assert check["refused"] and rows[("Cash", "fnr")]["status"] == "over"
+    assert rows[("Cash", "fnr")]["lower_bound"] > 0.15
+    assert summary["outcome"] == "not_blessed" and summary["pushed"] is None
+    assert verdict["reasons"] == [check["reason"]] and "fnr on payment_type=Cash is" in check["reason"]
+    with open(summary["report_json"].replace(".json", ".html")) as f:
+        assert "Quality across groups: REFUSED" in f.read()
 
 
 def test_an_exploding_learning_rate_fails_the_trainer_and_nothing_is_pushed(env, first_run, tmp_path):
