@@ -23,8 +23,8 @@ from tfx.types.channel import Channel
 
 tfx = types.SimpleNamespace(
     components=types.SimpleNamespace(ImportSchemaGen=ImportSchemaGen, **{name: getattr(_components, name) for name in (
-        "CsvExampleGen", "ImportExampleGen", "StatisticsGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
-        "Pusher")}),
+        "CsvExampleGen", "ImportExampleGen", "StatisticsGen", "ExampleValidator", "Transform", "Trainer", "Tuner",
+        "Evaluator", "Pusher")}),
     dsl=types.SimpleNamespace(Pipeline=Pipeline, Resolver=Resolver, Channel=Channel, Cond=Cond),
     proto=types.SimpleNamespace(
         TrainArgs=trainer_pb2.TrainArgs, EvalArgs=trainer_pb2.EvalArgs, PushDestination=pusher_pb2.PushDestination,
@@ -33,5 +33,6 @@ tfx = types.SimpleNamespace(
     types=types.SimpleNamespace(standard_artifacts=types.SimpleNamespace(**{name: getattr(standard_artifacts, name)
                                                                             for name in ("Examples", "ExampleStatistics",
                                                                                          "Model", "ModelBlessing",
-                                                                                         "TransformCache")})),
+                                                                                         "TransformCache",
+                                                                                         "HyperParameters")})),
 )

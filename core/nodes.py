@@ -18,6 +18,8 @@ SERVING_SKEW = "ServingSkew"
 WINDOW_RESOLVER = "span_window_resolver"
 TRANSFORM_CACHE_RESOLVER = "transform_cache_resolver"
 TRANSFORM = "Transform"
+TUNER = "Tuner"  # TFX's Tuner on the `tuning:` schedule (components/tuner), opt-in
+HPARAMS_RESOLVER = "latest_hyperparameters_resolver"  # the last search's best, for the Tuner to pass on
 TRAINER = "Trainer"
 MODEL_RESOLVER = "latest_blessed_model_resolver"
 EVALUATOR = "Evaluator"
@@ -35,7 +37,7 @@ BACKFILL_AFTER_INGEST = (STATISTICS_GEN, SCHEMA_GEN, EXAMPLE_VALIDATOR, BASELINE
 # (resolvers, the gate, checks) use Airflow's default pool.
 RESOURCE_CLASSES = {
     "tfx_beam": (*EXAMPLE_GENS, STATISTICS_GEN, TRANSFORM, EVALUATOR),
-    "tfx_trainer": (TRAINER,),
+    "tfx_trainer": (TRAINER, TUNER),
 }
 
 

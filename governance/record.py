@@ -530,7 +530,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
         if full is not None:
             r.training["loss_curve"] = full.get("loss_curve", [])
             r.training["final_metrics"] = full.get("final_metrics", {})
-            for key in ("numerics", "simple_baseline", "importance"):
+            for key in ("numerics", "simple_baseline", "importance", "tuning", "hparams"):
                 if full.get(key) is not None:
                     r.training[key] = full[key]
 

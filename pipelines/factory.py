@@ -20,6 +20,7 @@ from components.evaluator import eval_config as eval_config_lib
 from components.evaluator.component import Evaluator
 from components.example_gen.component import CsvExampleGen
 from components.resolvers.baseline_model import LastBlessedModelStrategy
+from components.resolvers.latest_hyperparameters import LatestHyperParametersStrategy
 from components.resolvers.served_statistics import ServedModelStatisticsStrategy
 from components.resolvers.span_window import SpanWindowStrategy
 from components.resolvers.transform_cache import EarlierSpanCacheStrategy
@@ -28,6 +29,7 @@ from components.serving_skew.component import ServingSkew
 from components.tflite_export.component import TFLiteExport
 from components.tfx_v1 import tfx
 from components.trainer.component import Trainer
+from components.tuner.component import Tuner
 from core import layout, metadata, nodes, spans, tasks
 from pipelines import beam as beam_lib
 from pipelines import config as config_lib
@@ -47,6 +49,8 @@ NODE_STAGES = {
     nodes.WINDOW_RESOLVER: "train",
     nodes.TRANSFORM_CACHE_RESOLVER: "train",
     nodes.TRANSFORM: "train",
+    nodes.HPARAMS_RESOLVER: "train",
+    nodes.TUNER: "train",
     nodes.TRAINER: "train",
     nodes.MODEL_RESOLVER: "evaluate",
     nodes.EVALUATOR: "evaluate",
@@ -305,9 +309,12 @@ class TrainStage:
     transform: object
     trainer: object
     model_resolver: object
+    # With `tuning.enabled`: the last search's best hyperparameters and the Tuner.
+    hparams_resolver: object | None = None
+    tuner: object | None = None
 
     def components(self) -> list:
-        return _fields(self)
+        return [c for c in _fields(self) if c is not None]
 
 
 def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
@@ -367,9 +374,32 @@ def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
         model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
     ).with_id(nodes.MODEL_RESOLVER)
 
+    # Tuning (opt-in, `tuning:`): TFX's Tuner searches the pipeline's SEARCH_SPACE on its
+    # schedule, and between searches passes on the last best (components/tuner); the
+    # Trainer trains with them.
+    hparams_resolver = tuner = None
+    tuning = config.tuning_settings
+    if tuning.enabled or tuning.force:
+        hparams_resolver = tfx.dsl.Resolver(
+            strategy_class=LatestHyperParametersStrategy,
+            hyperparameters=tfx.dsl.Channel(type=tfx.types.standard_artifacts.HyperParameters,
+                                            producer_component_id=nodes.TUNER, output_key="best_hyperparameters"),
+        ).with_id(nodes.HPARAMS_RESOLVER)
+        tuner = Tuner(
+            tuner_fn=config.tuner_fn or config.run_fn.rsplit(".", 1)[0] + ".tuner_fn",
+            examples=window_resolver.outputs["examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=ingest.schema_importer.outputs["schema"],
+            previous=hparams_resolver.outputs["hyperparameters"],
+            train_args=tfx.proto.TrainArgs(num_steps=tuning.trial_steps or 200),
+            eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
+            custom_config={"tuning": tuning.to_dict(), "hparams": dict(config.hparams)},
+        ).with_id(nodes.TUNER)
+
     # Trains on the raw window through the transform graph, with the trainer toolkit's
     # strategy, precision and fault tolerance; its executor records them on the Model.
     trainer = Trainer(
+        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner is not None else None,
         run_fn=config.run_fn,
         examples=window_resolver.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
@@ -391,7 +421,7 @@ def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
     if ingest.serving_skew is not None and config.skew_settings.action == "block":
         trainer.add_upstream_node(ingest.serving_skew)
 
-    return TrainStage(window_resolver, cache_resolver, transform, trainer, model_resolver)
+    return TrainStage(window_resolver, cache_resolver, transform, trainer, model_resolver, hparams_resolver, tuner)
 
 
 def evaluate(config: PipelineConfig, training: TrainStage):

@@ -24,6 +24,13 @@ def add_parsers(sub) -> None:
     options.add_run_options(run)
     run.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
 
+    tune = sub.add_parser("tune", help="run the pipeline for one span with a hyperparameter search first"
+                          " (TFX's Tuner over the model's SEARCH_SPACE); later runs train with the best values")
+    options.add_run_options(tune)
+    tune.add_argument("--trials", type=int, help="trials of the search (default: tuning.max_trials)")
+    tune.add_argument("--trial-steps", type=int, help="training steps of each trial (default: tuning.trial_steps)")
+    tune.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+
     comp = sub.add_parser("compile", help="write the DAG template (node ids, edges, stages)")
     comp.add_argument("--config", default=options.DEFAULT_CONFIG)
     comp.add_argument("--out", required=True)
@@ -102,6 +109,16 @@ def cmd_run(args) -> int:
     summary["log"] = log_path
     _print_summary(summary, args.json)
     return outcomes.exit_code(summary["outcome"])
+
+
+def cmd_tune(args) -> int:
+    """`retrain run` with the Tuner in the pipeline and a search forced (`tuning.force`)."""
+    args.assignments = [*args.assignments, "tuning.enabled=true", "tuning.force=true"]
+    if args.trials is not None:
+        args.assignments.append(f"tuning.max_trials={args.trials}")
+    if args.trial_steps is not None:
+        args.assignments.append(f"tuning.trial_steps={args.trial_steps}")
+    return cmd_run(args)
 
 
 def compile_template(config_path: str, out: str) -> dict:
@@ -225,5 +242,5 @@ def cmd_metadata(args) -> int:
     return exit_codes.OK
 
 
-COMMANDS = {"run": cmd_run, "compile": cmd_compile, "prepare-run": cmd_prepare_run, "node": cmd_node_run,
+COMMANDS = {"run": cmd_run, "tune": cmd_tune, "compile": cmd_compile, "prepare-run": cmd_prepare_run, "node": cmd_node_run,
             "wait": cmd_wait, "summary": cmd_summary, "metadata": cmd_metadata}

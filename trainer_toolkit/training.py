@@ -149,6 +149,8 @@ class FitSpec:
     simple_baseline: SimpleBaselineSettings | None = None
     # The `importance:` settings: with a head, each input's permutation importance and cost.
     importance: importance.ImportanceSettings | None = None
+    # The Tuner's best values applied to the HParams (trainer_toolkit/tuning.apply), or None.
+    tuning: dict | None = None
 
 
 def backup_dir(settings: TrainerSettings, spec: FitSpec) -> str:
@@ -379,6 +381,8 @@ def train_and_export(
         "numerics": numerics,
         "simple_baseline": simple,
         "importance": importances,
+        "hparams": spec.identity.get("hparams"),
+        "tuning": spec.tuning,
         "tensorflow": tf.__version__,
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
@@ -448,6 +452,7 @@ def train_from_fn_args(
     signatures: Callable[[tf.keras.Model, Any], dict],
     signature_methods: Mapping[str, str] | None = None,
     head=None,
+    tuned: dict | None = None,
 ) -> dict:
     """The whole of a pipeline's `run_fn`: settings from `custom_config`, setup, the Transform
     output, seeded fit and export. Returns the training provenance.
@@ -461,6 +466,7 @@ def train_from_fn_args(
       signature_methods: TF Serving method names of non-predict signatures (default: the head's).
       head: the model's heads.Head; with it, the `simple_baseline:` linear model is fitted
         and exported beside the candidate (trainer_toolkit/simple_baseline.py).
+      tuned: what `tuning.apply` changed in `hparams` from the Tuner's best (provenance).
     """
     import tensorflow_transform as tft
 
@@ -494,6 +500,7 @@ def train_from_fn_args(
                                                              "simple_baseline"),
             importance=importance.ImportanceSettings.from_dict((fn_args.custom_config or {}).get("importance"),
                                                                "importance"),
+            tuning=tuned,
         ),
         signatures=lambda model: signatures(model, tft_output),
     )

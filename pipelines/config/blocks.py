@@ -25,6 +25,7 @@ from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
 from trainer_toolkit.importance import ImportanceSettings
 from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings
+from trainer_toolkit.tuning import TuningSettings
 
 BLOCKS: dict[str, type[Settings]] = {
     "trainer": TrainerSettings,
@@ -35,6 +36,7 @@ BLOCKS: dict[str, type[Settings]] = {
     "staleness": StalenessSettings,
     "fairness": FairnessSettings,
     "importance": ImportanceSettings,
+    "tuning": TuningSettings,
     "rollout": RolloutSettings,
     "serving_skew": SkewSettings,
     "signing": SigningSettings,

@@ -31,6 +31,7 @@ from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
 from trainer_toolkit.importance import ImportanceSettings
 from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings
+from trainer_toolkit.tuning import TuningSettings
 
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
 ExampleFormat = Literal["csv", "tfrecord"]
@@ -159,6 +160,12 @@ class PipelineConfig:
     # bytes its raw feature adds per example; inputs whose interval includes 0 are flagged.
     # {enabled, max_examples, repeats, seed, significance_level}.
     importance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Tuning (trainer_toolkit/tuning.py, components/tuner): TFX's Tuner searches the model's
+    # SEARCH_SPACE (its hparams.py) on a schedule or on demand (`retrain tune`); later
+    # Trainers use the best values. {enabled, every_spans, force, max_trials, trial_steps, seed}.
+    tuning: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # The Tuner's entry point (dotted path; default: run_fn's module's `tuner_fn`).
+    tuner_fn: str | None = None
     # After the push (rollout/settings.py): `direct`, or `canary` beside the stable version
     # until delayed labels decide (promote or roll back). {mode, canary_share, metric, ...}.
     rollout: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -263,6 +270,10 @@ class PipelineConfig:
     @property
     def importance_settings(self) -> ImportanceSettings:
         return self.block("importance")
+
+    @property
+    def tuning_settings(self) -> TuningSettings:
+        return self.block("tuning")
 
     @property
     def simple_baseline_settings(self) -> SimpleBaselineSettings:

@@ -51,6 +51,30 @@ def validate(config: PipelineConfig) -> None:
     policy = load_gate_policy(config)
     check_span_consistency(config, policy)
     check_fairness(config)
+    check_tuning(config)
+
+
+def check_tuning(config: PipelineConfig) -> None:
+    """With `tuning.enabled`, the model's hparams.py declares a SEARCH_SPACE of HParams fields.
+
+    Raises:
+      ConfigError: naming the module or the field.
+    """
+    settings = config.tuning_settings
+    if not (settings.enabled or settings.force):
+        return
+    cls = hparams_class(config)
+    module = importlib.import_module(cls.__module__) if cls is not None else None
+    space = getattr(module, "SEARCH_SPACE", None)
+    if not space:
+        where = cls.__module__ if cls is not None else config.run_fn.rsplit(".", 2)[0] + ".hparams"
+        raise ConfigError(f"tuning: {where} declares no SEARCH_SPACE (HParams field -> values to try)")
+    from trainer_toolkit.tuning import check_space
+
+    try:
+        check_space(space, cls)
+    except SettingsError as e:
+        raise ConfigError(f"tuning: {cls.__module__}.{e}") from None
 
 
 def check_fairness(config: PipelineConfig) -> None:

@@ -21,3 +21,10 @@ class HParams:
     @classmethod
     def from_custom_config(cls, custom_config: dict[str, Any] | None) -> HParams:
         return hparams_from_custom_config(cls, custom_config, "diabetes")
+
+
+# What TFX's Tuner may search (trainer_toolkit/tuning.py; `tuning:` in the config, `retrain tune`).
+SEARCH_SPACE = {
+    "hidden_units": [[64, 32], [128, 64], [32]],
+    "learning_rate": {"min": 0.0003, "max": 0.03, "log": True},
+}

@@ -30,3 +30,10 @@ class HParams:
         if hparams.architecture not in ARCHITECTURES:
             raise ValueError(f"digits hparams.architecture: {hparams.architecture!r} is not one of {ARCHITECTURES}")
         return hparams
+
+
+# What TFX's Tuner may search (trainer_toolkit/tuning.py; `tuning:` in the config, `retrain tune`).
+SEARCH_SPACE = {
+    "widths": [[32, 64], [16, 32], [32, 64, 128]],
+    "learning_rate": {"min": 0.0003, "max": 0.03, "log": True},
+}

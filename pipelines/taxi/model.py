@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from core import tasks
 from pipelines.taxi import features
-from pipelines.taxi.hparams import HParams
-from trainer_toolkit import heads, training
+from pipelines.taxi.hparams import SEARCH_SPACE, HParams
+from trainer_toolkit import heads, training, tuning
 
 if TYPE_CHECKING:  # TFX libraries load where TFX calls run_fn; the network needs TF only.
     import tensorflow_transform as tft
@@ -99,7 +99,8 @@ def _serving_signatures(model: tf.keras.Model, tft_output: tft.TFTransformOutput
 def run_fn(fn_args: FnArgs) -> None:
     """Trains on the window of spans (raw examples through the Transform graph) through the
     trainer toolkit, and exports the serving SavedModel with its training provenance."""
-    hparams = HParams.from_custom_config(fn_args.custom_config)
+    # The Tuner's best values where a tuning stage ran (trainer_toolkit/tuning.py).
+    hparams, tuned = tuning.apply(HParams.from_custom_config(fn_args.custom_config), fn_args.hyperparameters)
     training.train_from_fn_args(
         fn_args,
         hparams,
@@ -107,4 +108,9 @@ def run_fn(fn_args: FnArgs) -> None:
         transform=transform_fn,
         signatures=_serving_signatures,
         head=HEAD,
+        tuned=tuned,
     )
+
+
+# TFX Tuner's entry point (the `tuning:` stage): a seeded KerasTuner search of SEARCH_SPACE.
+tuner_fn = tuning.make_tuner_fn(HParams, SEARCH_SPACE, build_model, transform_fn, HEAD)
