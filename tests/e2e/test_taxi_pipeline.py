@@ -376,6 +376,30 @@ def test_a_planted_gap_between_payment_types_refuses_the_candidate_naming_the_gr
         assert "Quality across groups: REFUSED" in f.read()
 
 
+def test_a_tiny_tuning_run_changes_the_trainers_hyperparameters_with_provenance(tmp_path):
+    """`retrain tune` with two trials of five steps: TFX's Tuner searches the taxi model's
+    SEARCH_SPACE, the Trainer trains with the best values and records what changed; the next
+    run with tuning on (on demand only) passes the same values on without searching."""
+    env = {"data": str(tmp_path / "data"), "work": str(tmp_path / "work")}
+    for s in (201503, 201504, 201505):
+        shutil.copytree(spans.span_dir(TAXI_DATA, s), spans.span_dir(env["data"], s))
+    config = _config(env, tmp_path / "tune.yaml", slice_features=[], enable_serving_check=False, window_spans=2)
+    proc = retrain_cli("tune", "--config", config, "--span", "201504", "--trials", "2", "--trial-steps", "5",
+                       "--workdir", env["work"], "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    tuned = summary["training"]["tuning"]
+    assert tuned["source"].startswith("Tuner") and tuned["changed"]
+    assert set(tuned["values"]) == {"hidden_units", "learning_rate"}
+    assert summary["training"]["hparams"]["learning_rate"] == pytest.approx(tuned["values"]["learning_rate"])
+    assert "learning_rate" in tuned["changed"] and tuned["changed"]["learning_rate"][0] == 0.003
+    assert summary["nodes"]["Tuner"]["status"] == "complete"
+    code, later, stderr = retrain(env, "--span", "201505", "--set", "tuning.enabled=true", config=config)
+    assert code == 0, stderr[-3000:]
+    assert later["training"]["tuning"]["values"] == tuned["values"]
+    assert "Tuner: not searching (on demand only" in open(later["log"]).read()
+
+
 def test_an_exploding_learning_rate_fails_the_trainer_and_nothing_is_pushed(env, first_run, tmp_path):
     path = _config(env, tmp_path / "exploding.yaml", {"learning_rate": 1e30}, train_steps=20)
     before = versions(env)
