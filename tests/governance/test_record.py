@@ -187,3 +187,20 @@ def test_lineage_chain_goes_from_spans_to_the_pushed_version(workdir):
     assert lines[-1].endswith("version 1700000000 at /serving/taxi/1700000000")
     with pytest.raises(LookupError, match="no pushed version 5"):
         registry.chain(store, 5)
+
+
+def test_the_models_view_document_is_strict_json_where_a_rate_is_undefined():
+    """TFMA gives NaN for a rate a slice cannot define (an FNR without positives); the view
+    document the Models view serves must still be JSON (Starlette refuses NaN)."""
+    import json
+    import math
+
+    from governance import models_view
+
+    text = models_view.to_json({"slices": {"payment_type=Cash": {"fnr": {"candidate": math.nan,
+                                                                         "interval": [math.inf, 1.0]}}}})
+    def refuse(name):
+        raise ValueError(name)
+
+    doc = json.loads(text, parse_constant=refuse)
+    assert doc["slices"]["payment_type=Cash"]["fnr"] == {"candidate": None, "interval": [None, 1.0]}
