@@ -137,7 +137,7 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
     # the month's groups under 30 eval trips are listed as too small, not passed.
     groups = summary["evaluation"]["significance"]["fairness"]
     assert set(groups["features"]) == {"payment_type", "pickup_community_area"} and not groups["refused"]
-    assert groups["gates"] == {"fpr": 0.2, "fnr": 0.2}
+    assert groups["gates"] == {"fnr": 0.2}
     assert any(f["too_small"] for f in groups["features"].values())
     # Every feature earns its place: each input's permutation importance with its interval and cost.
     ranked = summary["training"]["importance"]
@@ -406,7 +406,10 @@ def test_an_exploding_learning_rate_fails_the_trainer_and_nothing_is_pushed(env,
     code, summary, stderr = retrain(env, "--span", "201612", config=path)
     assert code != 0 and summary is not None, stderr[-3000:]
     assert summary["nodes"]["Trainer"]["status"] == "failed"
-    assert "the training loss became nan at step" in stderr and "learning rate 1e+30" in stderr
+    # Either check stops it, whichever the divergence meets first: a NaN loss during fit, or
+    # (the sigmoid saturated, the clipped loss finite) non-finite outputs on the eval split.
+    assert ("the training loss became nan at step" in stderr and "learning rate 1e+30" in stderr) or (
+        "trainer.check_numerics" in stderr and "learning rate" in stderr), stderr[-2000:]
     assert summary["pushed"] is None and versions(env) == before
     assert all(summary["nodes"].get(n, {}).get("status") != "complete" for n in ("Evaluator", "AtomicPusher"))
 
