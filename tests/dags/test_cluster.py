@@ -90,7 +90,7 @@ def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster)
         time.sleep(2)
     airflow(cluster, "dags", "unpause", "taxi_retraining")
     airflow(cluster, "backfill", "create", "--dag-id", "taxi_retraining", "--from-date", MONTHS[0], "--to-date",
-            MONTHS[-1], "--max-active-runs", "2", "--dag-run-conf", json.dumps({"train_steps": 100, "window": 2}))
+            MONTHS[-1], "--max-active-runs", "2", "--dag-run-conf", json.dumps({"train_steps": 300, "window": 2}))
     deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
         backfill = {k: v for k, v in runs(cluster).items() if k.startswith("backfill__")}
