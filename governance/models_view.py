@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 from typing import Any
 
 from core import layout, metadata, tasks
 from core import outcome as outcomes
+from core.finite import finite
 from governance import quarantine
 from governance import record as record_lib
 from serving.repository import history, model_config, versions
@@ -257,19 +257,6 @@ def pipeline_view(config) -> dict:
     }
 
 
-def _finite(value: Any) -> Any:
-    """The document with NaN and infinities as null: a rate undefined on a slice (an FNR
-    without positives) is NaN in TFMA, and NaN is not JSON (the Models view's API and
-    browsers refuse it)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def to_json(view: dict[str, Any]) -> str:
     """Strict JSON (no NaN): what `retrain view` prints and the Models view serves."""
-    return json.dumps(_finite(view), default=str, sort_keys=True, allow_nan=False)
+    return json.dumps(finite(view), default=str, sort_keys=True, allow_nan=False)

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from core import layout, tasks
+from core.finite import finite
 from core.metadata_queries import ROLLOUT_DECISION as EXECUTION_TYPE
 from rollout import feedback, join, live_metrics, sequential
 from rollout.settings import RolloutSettings
@@ -53,18 +54,7 @@ class Decision:
     applied: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return _finite(dataclasses.asdict(self))
-
-
-def _finite(value):
-    """NaN and infinities as None: JSON and MLMD readers get plain numbers."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+        return finite(dataclasses.asdict(self))
 
 
 def _log_prefix(serving_root: str, model: str, workdir: str) -> str:
@@ -174,7 +164,7 @@ def apply(workdir: str, decision: Decision, store=None, by: str | None = None) -
     if decision.action in (sequential.PROMOTE, sequential.ROLLBACK):
         versions.end_canary(serving_root, decision.model, promote=decision.action == sequential.PROMOTE,
                             reason=decision.reason, user=decision.decided_by, metric=decision.metric,
-                            difference=_finite(decision.difference),
+                            difference=finite(decision.difference),
                             labelled={"stable": decision.live["stable"]["labelled"],
                                       "canary": decision.live["canary"]["labelled"]})
         decision.applied = True
@@ -206,8 +196,8 @@ def record(store, workdir: str, decision: Decision) -> int:
         "model": decision.model, "action": decision.action, "reason": decision.reason, "metric": decision.metric,
         "stable_version": decision.stable, "canary_version": decision.canary, "decided_by": decision.decided_by,
         "decided_at": decision.decided_at, "ran_out": int(decision.ran_out), "applied": int(decision.applied),
-        "live": json.dumps(_finite(decision.live), sort_keys=True),
-        "difference": json.dumps(_finite(decision.difference), sort_keys=True),
+        "live": json.dumps(finite(decision.live), sort_keys=True),
+        "difference": json.dumps(finite(decision.difference), sort_keys=True),
         "counts": json.dumps(decision.counts, sort_keys=True),
     })
     artifacts = []
