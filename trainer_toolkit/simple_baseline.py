@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 # The folder beside the candidate's serving SavedModel (`<model>/Format-Serving`).
 SIMPLE_DIR = "Simple-Baseline"
+# The training batches the trivial predictor's class counts or mean are read from: each
+# passes through the Transform graph, and a majority or a mean is settled long before.
+TRIVIAL_BATCHES = 20
 
 
 def path(serving_model_dir: str) -> str:
@@ -75,15 +78,15 @@ def _only(features, names: list[str]):
 def trivial(head, train_ds: tf.data.Dataset, eval_ds: tf.data.Dataset, train_steps: int,
             eval_steps: int | None) -> dict:
     """The trivial predictor for reference: the training split's majority class (a binary
-    or multiclass task) or mean (a regression), fitted on up to `train_steps` batches (200 at
-    most) and scored on `eval_steps` batches of `eval_ds` (all of it when None)."""
+    or multiclass task) or mean (a regression), fitted on up to `train_steps` batches
+    (TRIVIAL_BATCHES at most) and scored on `eval_steps` batches of `eval_ds` (all of it when None)."""
     import numpy as np
 
     def labels(ds, steps):
         got = [np.asarray(y).reshape(-1) for _, y in ds.take(steps if steps else -1)]
         return np.concatenate(got) if got else np.zeros((0,))
 
-    train_y = labels(train_ds, min(train_steps, 200))
+    train_y = labels(train_ds, min(train_steps, TRIVIAL_BATCHES))
     eval_y = labels(eval_ds, eval_steps)
     if not len(train_y) or not len(eval_y):
         return {"predictor": None, "reason": "no labels read"}
@@ -125,8 +128,8 @@ def fit_and_export(session, head, train_ds: tf.data.Dataset, eval_ds: tf.data.Da
     if skipped:
         train_ds = train_ds.map(lambda x, y: (_only(x, skipped), y))
         eval_ds = eval_ds.map(lambda x, y: (_only(x, skipped), y))
-    history = model.fit(train_ds, steps_per_epoch=steps, validation_data=eval_ds, validation_steps=eval_steps,
-                        verbose=0)
+    # No validation pass: the Evaluator scores it on the eval split, with intervals.
+    history = model.fit(train_ds, steps_per_epoch=steps, verbose=0)
     target = path(serving_model_dir)
     if session.is_chief:
         tf.saved_model.save(model, target, signatures=signatures(model))

@@ -133,7 +133,7 @@ class Executor(evaluator_executor.Executor):
             input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: copies}
             simple = self._simple_model(input_dict, settings)
             if simple:
-                self._evaluate(input_dict, output_dict, exec_properties, simple)
+                self._evaluate(input_dict, output_dict, exec_properties, simple, settings.get("key_metric"))
             else:
                 super().Do(input_dict, output_dict, exec_properties)
         finally:
@@ -158,7 +158,7 @@ class Executor(evaluator_executor.Executor):
         return path
 
     def _evaluate(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any],
-                  simple_path: str) -> None:
+                  simple_path: str, key_metric: str | None = None) -> None:
         """TFX's Evaluator run with one more model: the candidate, the simple baseline and the
         last blessed model in one TFMA pass (TFX's executor takes two at most), then TFX's
         blessing from TFMA's validation (which `_judge` rewrites)."""
@@ -173,7 +173,7 @@ class Executor(evaluator_executor.Executor):
         config = tfma.EvalConfig()
         proto_utils.json_to_proto(exec_properties[keys.EVAL_CONFIG_KEY], config)
         config = tfma.utils.update_eval_config_with_defaults(config, has_baseline=has_baseline, rubber_stamp=True)
-        config = simple_baseline.add_to_config(config)
+        config = simple_baseline.add_to_config(config, key_metric=key_metric)
         tfma.utils.verify_eval_config(config)
         candidate = artifact_utils.get_single_instance(input_dict[keys.MODEL_KEY])
         paths = {simple_baseline.SIMPLE: simple_path}

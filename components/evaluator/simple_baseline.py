@@ -3,7 +3,7 @@
 The Trainer exports a linear model with the candidate's head on the same transformed
 features (trainer_toolkit/simple_baseline.py). The Evaluator scores it as a third model
 (`SIMPLE`) in the same TFMA pass as the candidate and the last blessed model, on the same
-examples and slices, without thresholds of its own. `judge` compares the candidate's key
+examples and slices, on its key metric, without thresholds of its own. `judge` compares the candidate's key
 metric with the simple model's:
 
 - TFMA's intervals are per model (its paired differences are only against the baseline),
@@ -22,16 +22,24 @@ TensorFlow-free apart from TFMA's protos (add_to_config).
 from __future__ import annotations
 
 import math
+import re
 
 from core import tasks
 
 SIMPLE = "simple"
 
 
-def add_to_config(eval_config, candidate_name: str = "candidate"):
+def _metric_name(class_name: str) -> str:
+    """TFMA's default name of a metric class: `AUC` -> auc, `BinaryAccuracy` -> binary_accuracy."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", class_name).lower()
+
+
+def add_to_config(eval_config, candidate_name: str = "candidate", key_metric: str | None = None):
     """`eval_config` (after TFMA's defaults) with the simple model as one more model: a copy
-    of the candidate's spec named SIMPLE, scored on every metric without thresholds; the
-    thresholds stay on the candidate (and baseline). Returns a new EvalConfig."""
+    of the candidate's spec named SIMPLE, scored without thresholds on the example count and
+    `key_metric` (the one `judge` compares; every metric when None), since each metric of a
+    model is computed on every slice, with its interval; the thresholds stay on the
+    candidate (and baseline). Returns a new EvalConfig."""
     import tensorflow_model_analysis as tfma
 
     config = tfma.EvalConfig()
@@ -50,6 +58,8 @@ def add_to_config(eval_config, candidate_name: str = "candidate"):
         del spec.model_names[:]
         spec.model_names.extend(own)
         for metric in spec.metrics:
+            if key_metric and _metric_name(metric.class_name) not in (key_metric, "example_count"):
+                continue
             copy = unthresholded.metrics.add()
             copy.CopyFrom(metric)
             copy.ClearField("per_slice_thresholds")

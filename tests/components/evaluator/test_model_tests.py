@@ -67,6 +67,11 @@ def test_the_simple_model_is_a_third_model_without_thresholds():
     assert list(simple.model_names) == ["simple"]
     assert {m.class_name for m in simple.metrics} == {"ExampleCount", "AUC", "BinaryAccuracy"}
     assert not any(m.per_slice_thresholds for m in simple.metrics)
+    # Scored on what the judge compares only: each metric is computed per slice, with its interval.
+    keyed = simple_baseline.add_to_config(config, key_metric="auc")
+    assert {m.class_name for m in keyed.metrics_specs[-1].metrics} == {"ExampleCount", "AUC"}
+    assert simple_baseline._metric_name("SparseCategoricalAccuracy") == "sparse_categorical_accuracy"
+    assert simple_baseline._metric_name("MeanAbsolutePercentageError") == "mean_absolute_percentage_error"
     # A first run (no baseline): TFMA names the lone candidate ""; it gets a name beside "simple".
     alone = tfma.utils.update_eval_config_with_defaults(
         eval_config.eval_config(task="binary", label_key="y", slice_features=[], interval_method="jackknife",
