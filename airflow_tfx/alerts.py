@@ -47,7 +47,9 @@ PROMOTED = "promoted"
 ROLLED_BACK = "rolled_back"
 LIVE_FLOOR = "live_floor"
 STALE = "stale"
-KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR, STALE)
+RUNTIME_CHANGED = "runtime_changed"
+KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR, STALE,
+         RUNTIME_CHANGED)
 _TITLES = {
     GATE_STOP: "the data gate stopped the span",
     SKEW_STOP: "serving skew stopped the span (the served model's traffic differs from its training data)",
@@ -58,6 +60,7 @@ _TITLES = {
     ROLLED_BACK: "the canary was rolled back",
     LIVE_FLOOR: "the served model's live quality is below its floor",
     STALE: "the served model is stale (quality lost on new data, or too old)",
+    RUNTIME_CHANGED: "a blessed candidate brings runtime package changes (its SBOM differs from the baseline's)",
 }
 ROLLOUT_KINDS = (PROMOTED, ROLLED_BACK, LIVE_FLOOR)
 _REFUSALS = {

@@ -97,6 +97,11 @@ def summary(task, context: Any, run: CommandRun) -> Any:
         alerts.send(task.alert_settings, alerts.Alert(
             alerts.STALE, task.retrain_pipeline, str(outcome.get("span") or task.span), ti.run_id,
             "; ".join(outcome["stale"]), ti.dag_id, ti.task_id), context, task.log)
+    if outcome.get("runtime_changed"):
+        ti = context["ti"]
+        alerts.send(task.alert_settings, alerts.Alert(
+            alerts.RUNTIME_CHANGED, task.retrain_pipeline, str(outcome.get("span") or task.span), ti.run_id,
+            "; ".join(outcome["runtime_changed"]), ti.dag_id, ti.task_id), context, task.log)
     _fail_unless_ok(run)
     return outcome
 

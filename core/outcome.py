@@ -24,7 +24,7 @@ FAILED_AT = "failed_at_"  # + the node id that did not finish
 # A candidate that reached a check and was refused: operators are told (airflow_tfx/alerts.py).
 REFUSED = (NOT_BLESSED, FAILED_SERVING_CHECK, REJECTED)
 # What `retrain summary --outcome-line` prints for an orchestrator.
-OUTCOME_LINE_KEYS = ("pipeline", "run_id", "span", "outcome", "reason", "report", "stale")
+OUTCOME_LINE_KEYS = ("pipeline", "run_id", "span", "outcome", "reason", "report", "stale", "runtime_changed")
 
 # A candidate refused by a check is a finished run (exit 0); a node that did not finish is not.
 _EXIT_CODES = {

@@ -235,6 +235,14 @@ def staleness_note(verdict: dict | None) -> str | None:
     return ("STALE: " if check.get("alerts") else "") + check["reason"]
 
 
+def runtime_note(verdict: dict | None) -> str | None:
+    """One line on the packages that changed since the baseline's runtime, or None."""
+    check = (verdict or {}).get("runtime")
+    if not check:
+        return None
+    return ("CHANGED: " if check.get("lines") else "") + check["reason"]
+
+
 def simple_baseline_note(verdict: dict | None) -> str | None:
     """One line on the candidate against the simple (linear) model fitted beside it, or None."""
     check = (verdict or {}).get("simple_baseline")

@@ -140,7 +140,8 @@ class Executor(evaluator_executor.Executor):
             shutil.rmtree(sample_dir, ignore_errors=True)
         newest = max((a.get_int_custom_property("span") for a in examples), default=None)
         baseline = (input_dict.get(standard_component_specs.BASELINE_MODEL_KEY) or [None])[0]
-        self._judge(output_dict, settings, sample, newest, bool(simple), baseline)
+        candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        self._judge(output_dict, settings, sample, newest, bool(simple), baseline, candidate)
 
     @staticmethod
     def _simple_model(input_dict: dict[str, list], settings: dict) -> str | None:
@@ -245,8 +246,30 @@ class Executor(evaluator_executor.Executor):
         logger.info("Simple baseline: %s", check["reason"])
         return check
 
+    @staticmethod
+    def _runtime_changes(candidate, baseline) -> dict:
+        """The packages that changed between the baseline's runtime and the candidate's
+        (core/sbom.py; each model carries its runtime's SBOM). Not a blessing condition:
+        the run summary alerts when a blessed candidate brings changes."""
+        from tfx.utils import path_utils
+
+        from core import sbom
+
+        if candidate is None:
+            return {"compared": False, "reason": "no candidate", "lines": []}
+        base_dir = versions = None
+        if baseline is not None:
+            base_dir = path_utils.serving_model_path(baseline.uri, path_utils.is_old_model_artifact(baseline))
+            versions = (baseline.get_string_custom_property("runtime_versions")
+                        if baseline.has_custom_property("runtime_versions") else None)
+        cand_dir = path_utils.serving_model_path(candidate.uri, path_utils.is_old_model_artifact(candidate))
+        out = sbom.compare_models(cand_dir, base_dir, versions)
+        if baseline is not None:
+            out["baseline_model_id"] = baseline.id
+        return out
+
     def _judge(self, output_dict: dict[str, list], settings: dict, sample: dict | None, newest: int | None,
-               scored_simple: bool = False, baseline=None) -> None:
+               scored_simple: bool = False, baseline=None, candidate=None) -> None:
         evaluation = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
         blessings = output_dict.get(standard_component_specs.BLESSING_KEY) or []
         if not blessings or not blessings[0].has_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY):
@@ -288,6 +311,8 @@ class Executor(evaluator_executor.Executor):
             logger.info("Fairness: %s", check["reason"])
             for warning in check["warnings"]:
                 logger.warning("Fairness: %s", warning)
+        verdict["runtime"] = self._runtime_changes(candidate, baseline)
+        logger.info("Runtime: %s", verdict["runtime"]["reason"])
         verdict["simple_baseline"] = self._simple_verdict(metrics, settings, scored_simple)
         if verdict["simple_baseline"].get("refused"):
             verdict["blessed"] = False

@@ -3,7 +3,8 @@
 After `run_fn` returns, the record the toolkit wrote beside the SavedModel is copied onto
 the output Model's MLMD custom properties (`training_strategy`, `training_precision_policy`,
 ...), and so are the code version (`code_git_commit`, `code_git_dirty`, `code_code_sha256`)
-and the runtime's SBOM digest (`runtime_sbom_sha256`, `runtime_versions`), where lineage queries, the run summary and governance reports read them.
+and the runtime's SBOM digest (`runtime_sbom_sha256`, `runtime_versions`), where lineage queries, the run summary and governance reports read them;
+the SBOM itself is copied into the SavedModel (`assets.extra/`), so every model carries the runtime that built it.
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ class Executor(trainer_executor.GenericExecutor):
                 model.set_int_custom_property(key, value)
             else:
                 model.set_string_custom_property(key, value)
-        record = provenance.read(path_utils.serving_model_dir(model.uri))
+        serving_dir = path_utils.serving_model_dir(model.uri)
+        # And the SBOM itself, inside the SavedModel: the pushed version carries it, and the
+        # next candidate's runtime is compared with it (the Evaluator lists the changes).
+        if runtime is not None:
+            sbom.copy_into(serving_dir, runtime["path"])
+        record = provenance.read(serving_dir)
         if record is None:
             logger.warning("no training provenance beside the SavedModel: run_fn does not use the trainer toolkit")
             return

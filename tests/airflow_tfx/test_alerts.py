@@ -189,6 +189,14 @@ def test_run_summary_mails_a_stale_served_model_even_when_the_candidate_was_push
     _assert_alert(message, 201304, "the served model is 9 spans old, older than max_age_spans 6", "run_summary")
 
 
+def test_run_summary_mails_the_runtime_changes_a_blessed_candidate_brings(inbox):
+    out = _summary_task(outcomes.PUSHED, "runtime").execute(_context_for_summary())
+    assert out["outcome"] == outcomes.PUSHED and out["runtime_changed"][0] == "tensorflow 2.16.1 -> 2.16.2"
+    [message] = inbox.messages
+    assert "runtime package changes" in message["subject"]
+    _assert_alert(message, 201304, "tensorflow 2.16.1 -> 2.16.2; + zstd 1.5", "run_summary")
+
+
 def test_rollout_decisions_alert_on_promotion_rollback_and_the_live_floor():
     applied = {"applied": True, "action": "rollback", "canary": 3, "stable": 2, "reason": "auc -0.21: worse",
                "alerts": ["live_floor: stable version 2 live auc 0.61 is past the floor 0.7"]}
