@@ -234,6 +234,49 @@ def _staleness(check: dict | None, history: dict | None) -> list[str]:
     return out
 
 
+def _runtime_changes(check: dict | None) -> list[str]:
+    """The packages that changed between the baseline's runtime and the candidate's."""
+    if not check:
+        return []
+    changed = bool(check.get("lines"))
+    out = [f"<h3>Runtime against the baseline's: {_e('CHANGED' if changed else 'unchanged' if check.get('compared') else 'not compared')}</h3>",
+           f"<p>{_e(check['reason'])}{_e(' (' + check['scope'] + ')') if check.get('scope') else ''}</p>"]
+    rows = ([("changed", c["package"], f"{c['from']} -> {c['to']}") for c in check.get("changed") or []]
+            + [("added", a["package"], a["version"]) for a in check.get("added") or []]
+            + [("removed", r["package"], r["version"]) for r in check.get("removed") or []])
+    if rows:
+        out.append("<table><tr><th>change</th><th>package</th><th>version</th></tr>" + "".join(
+            f"<tr><td>{_e(k)}</td><td>{_e(p)}</td><td>{_e(v)}</td></tr>" for k, p, v in rows) + "</table>")
+    return out
+
+
+def _performance(perf: dict | None) -> list[str]:
+    """Computing performance against the baseline (components/serving_check/performance.py)."""
+    if not perf:
+        return []
+    verdict = "REGRESSED" if perf.get("refusals") else "warnings" if perf.get("warnings") else "not regressed"
+    out = [f"<h3>Computing performance against the baseline: {_e(verdict)}</h3>",
+           f"<p class=muted>Both served by the check server, {_e(perf.get('requests_each'))} requests each, alternating"
+           " which goes first; training throughput as each model's Trainer recorded it.</p>"]
+    def row(name: str, f: dict) -> str:
+        change = f"{100 * f['change']:+.0f}%"
+        return (f"<tr><td>{_e(name)}</td><td>{_e(_fmt(f['candidate']))}</td><td>{_e(_fmt(f['baseline']))}</td>"
+                f"<td>{_e(change)}</td><td>{_e(f['limit'])}</td><td>{_e(f['action'])}</td>"
+                f"<td>{_yes_no(not f['past_limit'], 'within', 'PAST THE LIMIT')}</td></tr>")
+
+    rows = "".join(row(name, f) for name, f in (perf.get("figures") or {}).items())
+    if rows:
+        out.append("<table><tr><th>figure</th><th>candidate</th><th>baseline</th><th>change</th><th>limit (relative)</th>"
+                   "<th>past it</th><th>result</th></tr>" + rows + "</table>")
+    for reason in perf.get("refusals") or []:
+        out.append(f'<p class="bad">refused: {_e(reason)}</p>')
+    for reason in perf.get("warnings") or []:
+        out.append(f"<p>warning: {_e(reason)}</p>")
+    for name, why in (perf.get("not_compared") or {}).items():
+        out.append(f'<p class="muted">{_e(name)} not compared: {_e(why)}</p>')
+    return out
+
+
 def _simple_baseline(check: dict | None, fitted: dict | None) -> list[str]:
     """A simpler model is not better: the candidate against the linear model fitted beside
     it (the Evaluator's comparison), and the trivial predictor for reference (the Trainer's)."""
@@ -495,6 +538,7 @@ def render(r: dict) -> str:
             out += _staleness(verdict.get("staleness"), ev.get("staleness_history"))
             out += _simple_baseline(verdict.get("simple_baseline"), (r.get("training") or {}).get("simple_baseline"))
             out += _fairness(verdict.get("fairness"))
+            out += _runtime_changes(verdict.get("runtime"))
             if verdict.get("comparisons"):
                 out.append("<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>difference</th><th>interval</th><th>tolerated drop</th><th>verdict</th></tr>" + "".join(
                     f"<tr><td>{_e(c['metric'])}</td><td>{_e(_fmt(c.get('candidate')))}</td><td>{_e(_fmt(c.get('baseline')))}</td><td>{_e(_fmt(c.get('difference')))}</td>"
@@ -519,6 +563,7 @@ def render(r: dict) -> str:
             ("max |served - in-process|", _e(check.get("max_abs_diff"))), ("warm-up requests", _e(check.get("warmup_requests"))),
             ("reasons", _e("; ".join(check.get("reasons") or []) or "none")),
         ]))
+        out += _performance(check.get("performance"))
     lite = r.get("tflite")
     if lite:
         saved = lite["saved_model"]

@@ -483,6 +483,9 @@ def push(config: PipelineConfig, ingest: IngestStage, training: TrainStage, eval
                 model_name=config.model_name,
                 num_requests=config.serving_check_requests,
                 max_latency_ms=config.serving_max_latency_ms,
+                # The model it would replace, served beside it: computing performance compared.
+                baseline=training.model_resolver.outputs["model"],
+                performance=json.dumps(config.performance_settings.to_dict()),
                 **_signing_params(config),
             )
         approval_gate = None

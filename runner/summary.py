@@ -71,7 +71,7 @@ def build_summary(record: RunRecord) -> dict:
         "evaluation": _evaluation(record.evaluation),
         "blessed": record.blessed,
         "serving_check": {"passed": check["passed"], "reasons": check["reasons"], "latency_ms": check.get("latency_ms"),
-                          "report": check["report"]} if check else None,
+                          "performance": check.get("performance"), "report": check["report"]} if check else None,
         "pushed": {"version": push.get("version"), "path": push.get("path"),
                    "already_serving": bool(push.get("already_serving")),
                    "signature": (push.get("signature") or {}).get("digest")} if push.get("pushed") else None,
@@ -80,6 +80,10 @@ def build_summary(record: RunRecord) -> dict:
         # Why the served model is stale (components/evaluator/staleness.py); None when it is not.
         "stale": ((((record.evaluation or {}).get("significance") or {}).get("staleness") or {}).get("alerts")
                   or None),
+        # The packages that changed since the baseline's runtime, for a blessed candidate
+        # (about to be pushed: operators are told); None when nothing changed.
+        "runtime_changed": (((record.evaluation or {}).get("significance") or {}).get("runtime") or {}).get("lines")
+        or None if record.blessed else None,
         "error": record.error,
     }
     if record.approval:
@@ -210,6 +214,8 @@ def format_summary(summary: dict) -> str:
                 lines.append(f"  new span         {record_lib.new_span_note(verdict)}")
             if record_lib.staleness_note(verdict):
                 lines.append(f"  served model age {record_lib.staleness_note(verdict)}")
+            if record_lib.runtime_note(verdict):
+                lines.append(f"  runtime          {record_lib.runtime_note(verdict)}")
             if record_lib.simple_baseline_note(verdict):
                 lines.append(f"  simple baseline  {record_lib.simple_baseline_note(verdict)}")
             if record_lib.fairness_note(verdict):
@@ -227,6 +233,14 @@ def format_summary(summary: dict) -> str:
             + ("passed" if check["passed"] else "FAILED: " + "; ".join(check["reasons"]))
             + (f" (p50 {latency['p50']} ms, p99 {latency['p99']} ms)" if latency else "")
         )
+        perf = check.get("performance")
+        if perf:
+            figures = perf.get("figures") or {}
+            lines.append("  vs the baseline  " + (", ".join(
+                f"{name} {f['candidate']} vs {f['baseline']} ({100 * f['change']:+.0f}%)" for name, f in figures.items())
+                or "not compared: " + "; ".join(f"{k}: {v}" for k, v in (perf.get("not_compared") or {}).items())))
+            for warning in perf.get("warnings") or []:
+                lines.append(f"    warning: {warning}")
     approval = summary.get("approval")
     if approval:
         lines.append(f"  approval         {approval['decision']} by {approval['reviewer']} ({approval['decided_at']}): {approval['comment'] or ''}")

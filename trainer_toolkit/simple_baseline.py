@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 # The folder beside the candidate's serving SavedModel (`<model>/Format-Serving`).
 SIMPLE_DIR = "Simple-Baseline"
+# The signatures the Evaluator's TFMA pass calls (components/evaluator/eval_config.py):
+# the simple model is exported with these only, since it is never served.
+EVALUATOR_SIGNATURES = ("serving_default", "transform_features")
 # The training batches the trivial predictor's class counts or mean are read from: each
 # passes through the Transform graph, and a majority or a mean is settled long before.
 TRIVIAL_BATCHES = 20
@@ -132,8 +135,12 @@ def fit_and_export(session, head, train_ds: tf.data.Dataset, eval_ds: tf.data.Da
     history = model.fit(train_ds, steps_per_epoch=steps, verbose=0)
     target = path(serving_model_dir)
     if session.is_chief:
-        tf.saved_model.save(model, target, signatures=signatures(model))
-        export.set_signature_methods(target, dict(signature_methods))
+        # Only what the Evaluator calls (each signature traces the Transform graph again):
+        # TFMA's prediction signature and its preprocessing function.
+        all_signatures = signatures(model)
+        kept = {k: v for k, v in all_signatures.items() if k in EVALUATOR_SIGNATURES} or all_signatures
+        tf.saved_model.save(model, target, signatures=kept)
+        export.set_signature_methods(target, {k: v for k, v in dict(signature_methods).items() if k in kept})
     kind = {tasks.BINARY: "logistic regression", tasks.MULTICLASS: "softmax (multinomial logistic) regression",
             tasks.REGRESSION: "linear regression"}[head.task]
     record = {

@@ -24,9 +24,13 @@ def ServingCheck(
     split: Parameter[str] = "eval",
     signing_key: Parameter[str] = "",
     signing_workdir: Parameter[str] = "",
+    baseline: InputArtifact[Model] = None,  # optional: TFX's spelling of an optional input
+    performance: Parameter[str] = "{}",
 ) -> None:
     """Serves the candidate in a separate `retrain serve` process and checks its answers.
     With `signing_workdir` set (signing on), the candidate is signed as the Pusher will sign
-    it and served with --require-signed, so the server verifies before it loads."""
+    it and served with --require-signed, so the server verifies before it loads. With a
+    `baseline` (the last blessed model), it is served beside the candidate and their
+    computing figures are compared under the `performance` settings (JSON)."""
     executor.run(model, examples, blessing, model_name, num_requests, max_latency_ms, split, signing_key,
-                 signing_workdir)
+                 signing_workdir, baseline, performance)

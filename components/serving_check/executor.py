@@ -1,7 +1,10 @@
 """The pre-push serving check (what TFX's InfraValidator does with Docker, which these
 machines lack): the candidate is loaded by a separate server process (`python -m serving`), sent real
 requests built from evaluation examples over REST and gRPC, and must answer what the
-SavedModel answers in-process, within a latency budget.
+SavedModel answers in-process, within a latency budget. With a baseline (the last blessed
+model), the same server serves it beside the candidate, both get the same requests, and
+the computing figures are compared (performance.py): latency, SavedModel size and
+training throughput must not have regressed past the config's `performance:` limits.
 
 It also writes the TF Serving warm-up requests (`tf_serving_warmup_requests`) the Pusher
 puts into the pushed version, and replays them in the check server (TF Serving's load
@@ -25,6 +28,7 @@ import urllib.request
 
 import numpy as np
 
+from components.serving_check import performance
 from core import layout
 from core.files import write_text
 
@@ -114,9 +118,17 @@ def run_check(
     signature: str = "serving_default",
     input_key: str = "examples",
     sign_with=None,
+    baseline_dir: str | None = None,
+    performance_settings: performance.PerformanceSettings | None = None,
+    training_rates: tuple[float | None, float | None] = (None, None),
 ) -> dict:
     """Checks the candidate in a separate server process; returns the report (also written
-    to `<out_dir>/serving_check.json`) and leaves the warm-up file in `out_dir`."""
+    to `<out_dir>/serving_check.json`) and leaves the warm-up file in `out_dir`.
+
+    With `baseline_dir` (the model it would replace) and `performance_settings` enabled, the
+    baseline is served beside it by the same server and sent the same requests, and the
+    computing figures are compared (performance.py); `training_rates` are the candidate's and
+    the baseline's training examples/s."""
     os.makedirs(out_dir, exist_ok=True)
     reasons: list[str] = []
     report: dict = {"model_name": model_name, "signature": signature, "latency_budget_ms": max_latency_ms}
@@ -143,12 +155,24 @@ def run_check(
             f.write(sign_with.public_pem())
         verify = ["--require-signed", "--trusted-key", public]
 
+    compare = baseline_dir is not None and performance_settings is not None and performance_settings.enabled
+    served = ["--model-name", model_name, "--model-base-path", base]
+    baseline_base = os.path.join(out_dir, "baseline")
+    if compare:
+        # The baseline beside it in the same server, as the model it would replace.
+        shutil.rmtree(baseline_base, ignore_errors=True)
+        shutil.copytree(baseline_dir, os.path.join(baseline_base, "1"))
+        if sign_with is not None:
+            from serving.repository import signing
+
+            signing.sign_version(os.path.join(baseline_base, "1"), sign_with)
+        served = ["--model-config-file", _two_models_config(out_dir, model_name, base, baseline_base)]
     port_file = os.path.join(out_dir, "ports.json")
     log_path = os.path.join(out_dir, "server.log")
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "serving", "--model-name", model_name, "--model-base-path", base,
+            [sys.executable, "-m", "serving", *served,
              "--rest-port", "0", "--grpc-port", "0", "--port-file", port_file, "--poll-seconds", "3600", *verify],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -172,13 +196,24 @@ def run_check(
             reasons.append(f"the candidate did not load: {error}")
             return _finish(out_dir, report, reasons, log_path)
 
+        baseline_url = None
+        if compare:
+            baseline_url = f"http://127.0.0.1:{ports['rest']}/v1/models/{model_name}{BASELINE_SUFFIX}"
+            _, b_status = _http(baseline_url)
+            if {s["version"]: s for s in b_status.get("model_version_status", [])}.get("1", {}).get("state") != "AVAILABLE":
+                report["baseline_error"] = f"the baseline did not load: {b_status}"
+                baseline_url = None
         expected = _reference(saved_model_dir, signature, input_key, examples)
-        latencies, max_diff = [], 0.0
+        latencies, baseline_latencies, max_diff = [], [], 0.0
         for i, example in enumerate(examples):
             body = {"signature_name": signature, "instances": [{"b64": base64.b64encode(example).decode()}]}
+            if baseline_url and i % 2:  # the baseline first every other request: neither always goes second
+                baseline_latencies.append(_timed(baseline_url + ":predict", body))
             t0 = time.perf_counter()
             code, answer = _http(url + ":predict", body)
             latencies.append((time.perf_counter() - t0) * 1000)
+            if baseline_url and not i % 2:
+                baseline_latencies.append(_timed(baseline_url + ":predict", body))
             if code != 200:
                 reasons.append(f"REST request {i} failed with HTTP {code}: {answer.get('error')}")
                 break
@@ -196,10 +231,58 @@ def run_check(
                 reasons.append(f"p99 latency {report['latency_ms']['p99']} ms exceeds the budget of {max_latency_ms} ms")
         if max_diff > 1e-4:
             reasons.append(f"served answers differ from the SavedModel's by up to {max_diff:.2g}")
+        if compare:
+            report["performance"] = _performance(report, latencies, baseline_latencies, saved_model_dir,
+                                                 baseline_dir, training_rates, performance_settings)
+            reasons.extend(f"computing performance regressed: {r}" for r in report["performance"]["refusals"])
+            for warning in report["performance"]["warnings"]:
+                logger.warning("serving check: computing performance: %s", warning)
         return _finish(out_dir, report, reasons, log_path)
     finally:
         _stop(proc)
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(baseline_base, ignore_errors=True)
+
+
+# The baseline's name in the check server, beside the candidate's.
+BASELINE_SUFFIX = "-baseline"
+
+
+def _two_models_config(out_dir: str, model_name: str, candidate_base: str, baseline_base: str) -> str:
+    """A models.config serving the candidate and, as `<name>-baseline`, its baseline."""
+    from serving.repository import model_config
+
+    config = model_config.single_model(model_name, candidate_base)
+    other = model_config.single_model(model_name + BASELINE_SUFFIX, baseline_base)
+    config.model_config_list.config.extend(other.model_config_list.config)
+    path = os.path.join(out_dir, "models.config")
+    model_config.write(config, path)
+    return path
+
+
+def _timed(url: str, body: dict) -> float:
+    t0 = time.perf_counter()
+    _http(url, body)
+    return (time.perf_counter() - t0) * 1000
+
+
+def _performance(report: dict, latencies: list[float], baseline_latencies: list[float], saved_model_dir: str,
+                 baseline_dir: str, training_rates: tuple, settings: performance.PerformanceSettings) -> dict:
+    """The candidate's computing figures against the baseline's (performance.compare)."""
+    def figures(lat: list[float], model_dir: str, rate) -> dict:
+        return {performance.LATENCY_P50: round(float(np.percentile(lat, 50)), 2) if lat else None,
+                performance.LATENCY_P99: round(float(np.percentile(lat, 99)), 2) if lat else None,
+                performance.SIZE: performance.saved_model_bytes(model_dir),
+                performance.TRAINING: rate}
+
+    if report.get("baseline_error"):
+        baseline_latencies = []
+    out = performance.compare(figures(latencies, saved_model_dir, training_rates[0]),
+                              figures(baseline_latencies, baseline_dir, training_rates[1]), settings)
+    out["requests_each"] = len(latencies)
+    if report.get("baseline_error"):
+        out["not_compared"]["latency"] = report["baseline_error"]
+    return out
 
 
 def _grpc_check(port, model_name, signature, input_key, examples, expected, reasons) -> float:
@@ -232,15 +315,33 @@ def _finish(out_dir: str, report: dict, reasons: list[str], log_path: str | None
 
 
 def run(model, examples, blessing, model_name: str, num_requests: int, max_latency_ms: float, split: str,
-        signing_key: str, signing_workdir: str) -> None:
-    """The node's work: the check of the candidate, its verdict on the InfraBlessing."""
+        signing_key: str, signing_workdir: str, baseline=None, performance_json: str = "{}") -> None:
+    """The node's work: the check of the candidate (beside its baseline, when there is
+    one), its verdict on the InfraBlessing."""
+    import json as json_lib
+
     from serving.repository import signing
+    from trainer_toolkit import provenance
 
     files = sorted(glob.glob(os.path.join(examples.uri, f"Split-{split}", "*")))
     key = signing.resolve_key(signing_key or None, signing_workdir) if signing_workdir else None
+    settings = performance.PerformanceSettings.from_dict(json_lib.loads(performance_json or "{}"), "performance")
+    candidate_dir = os.path.join(model.uri, "Format-Serving")
+    baseline_dir = os.path.join(baseline.uri, "Format-Serving") if baseline is not None else None
+    if baseline_dir is not None and not os.path.exists(os.path.join(baseline_dir, "saved_model.pb")):
+        logger.warning("serving check: the baseline %s has no SavedModel: computing performance not compared",
+                       baseline_dir)
+        baseline_dir = None
+
+    def rate(path):
+        record = provenance.read(path) if path else None
+        return (record or {}).get("examples_per_sec") or None
+
     report = run_check(
-        os.path.join(model.uri, "Format-Serving"), files, model_name, blessing.uri,
+        candidate_dir, files, model_name, blessing.uri,
         num_requests=num_requests, max_latency_ms=max_latency_ms, sign_with=key,
+        baseline_dir=baseline_dir, performance_settings=settings,
+        training_rates=(rate(candidate_dir), rate(baseline_dir)),
     )
     blessing.set_int_custom_property("blessed", 1 if report["passed"] else 0)
     # Marker files as InfraValidator writes them, for tools that look for those.

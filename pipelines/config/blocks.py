@@ -16,6 +16,7 @@ from components.evaluator.fairness import FairnessSettings
 from components.evaluator.new_span import NewSpanSettings
 from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
+from components.serving_check.performance import PerformanceSettings
 from components.serving_skew.settings import SkewSettings
 from components.tflite_export.settings import TFLiteSettings
 from core.airflow_settings import AirflowSettings, AlertSettings
@@ -36,6 +37,7 @@ BLOCKS: dict[str, type[Settings]] = {
     "staleness": StalenessSettings,
     "fairness": FairnessSettings,
     "importance": ImportanceSettings,
+    "performance": PerformanceSettings,
     "tuning": TuningSettings,
     "rollout": RolloutSettings,
     "serving_skew": SkewSettings,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from components.data_gate.consistency import SpanConsistency
 from components.evaluator.fairness import FairnessSettings
+from components.serving_check.performance import PerformanceSettings
 from components.evaluator.new_span import NewSpanSettings
 from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
@@ -160,6 +161,11 @@ class PipelineConfig:
     # bytes its raw feature adds per example; inputs whose interval includes 0 are flagged.
     # {enabled, max_examples, repeats, seed, significance_level}.
     importance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Computing performance has not regressed (components/serving_check/performance.py): the
+    # serving check serves the baseline beside the candidate and compares latency p50/p99,
+    # SavedModel size and training examples/s; past a limit a figure in `refuse` refuses the
+    # candidate, the others warn. {enabled, max_increase, max_decrease, refuse, min_latency_rise_ms}.
+    performance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Tuning (trainer_toolkit/tuning.py, components/tuner): TFX's Tuner searches the model's
     # SEARCH_SPACE (its hparams.py) on a schedule or on demand (`retrain tune`); later
     # Trainers use the best values. {enabled, every_spans, force, max_trials, trial_steps, seed}.
@@ -270,6 +276,10 @@ class PipelineConfig:
     @property
     def importance_settings(self) -> ImportanceSettings:
         return self.block("importance")
+
+    @property
+    def performance_settings(self) -> PerformanceSettings:
+        return self.block("performance")
 
     @property
     def tuning_settings(self) -> TuningSettings:

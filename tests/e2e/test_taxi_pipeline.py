@@ -577,3 +577,52 @@ def test_a_canary_of_the_pushed_model_is_promoted_and_a_degraded_one_rolled_back
     assert events[-1] == "canary_rollback" and "promote" in events
     entry = serving_versions.load_or_default(root, "taxi").model_config_list.config[0]
     assert dict(entry.version_labels) == {"stable": stable + 1}
+
+
+def test_a_candidate_built_on_a_changed_runtime_lists_the_package_changes_and_is_announced(env, first_run, tmp_path):
+    """Each model carries its runtime's SBOM; a candidate trained in a runtime whose packages
+    changed (here: the runtime's SBOM says TensorFlow was upgraded, one package added and one
+    removed) lists the changes against its baseline in the verdict, the summary and the report,
+    and a blessed one carries them in the outcome line the Airflow summary task alerts on."""
+    assert first_run["code"] == 0, first_run["stderr"][-2000:]
+    first = first_run["summary"]["evaluation"]["significance"]["runtime"]
+    assert not first["compared"] and "no baseline" in first["reason"]
+    pushed = first_run["summary"]["pushed"]["path"]
+    with open(os.path.join(pushed, sbom.MODEL_COPY), "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == sbom.describe()["sha256"]  # the pushed version carries it
+    with open(sbom.path()) as f:
+        doc = json.load(f)
+    tf_entry = next(c for c in doc["components"] if c["name"].lower() == "tensorflow")
+    was = tf_entry["version"]
+    tf_entry["version"] = "2.16.99"
+    dropped = next(c for c in doc["components"] if c["name"].lower() not in sbom.KEY_PACKAGES)
+    doc["components"].remove(dropped)
+    doc["components"].append({"type": "library", "name": "retrain-test-extra", "version": "0.1"})
+    upgraded = tmp_path / "upgraded.cdx.json"
+    upgraded.write_text(json.dumps(doc))
+    with open(TAXI_CONFIG) as f:
+        lr = yaml.safe_load(f)["hparams"]["learning_rate"]
+    # Another learning rate by a hair: a new Trainer execution (a cached one would carry the old runtime).
+    config = _config(env, tmp_path / "runtime.yaml", {"learning_rate": lr * 1.001})
+    proc = retrain_cli("run", "--json", "--config", config, "--workdir", env["work"], "--data-root", env["data"],
+                       "--window", "3", "--span", "201612", env={**os.environ, sbom.PATH_ENV: str(upgraded)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["nodes"]["Trainer"]["status"] == "complete"
+    runtime = summary["evaluation"]["significance"]["runtime"]
+    assert runtime["compared"] and runtime["scope"] == "every package", runtime
+    assert runtime["lines"][0] == f"tensorflow {was} -> 2.16.99"
+    assert {"package": "retrain-test-extra", "version": "0.1"} in runtime["added"]
+    assert [r["package"] for r in runtime["removed"]] == [sbom._canonical(dropped["name"])]
+    assert summary["blessed"], summary["reason"]
+    assert summary["runtime_changed"] == runtime["lines"]
+    with open(summary["report"], encoding="utf-8") as f:
+        html = f.read()
+    assert "Runtime against the baseline" in html and "2.16.99" in html and "retrain-test-extra" in html
+    # Blessed, so the serving check served it beside its baseline: the computing figures compared.
+    perf = summary["serving_check"]["performance"]
+    assert set(perf["figures"]) == {"latency_p50_ms", "latency_p99_ms", "saved_model_bytes",
+                                    "training_examples_per_sec"} and not perf["refusals"], perf
+    assert "Computing performance against the baseline" in html
+    line = retrain_cli("summary", "--run-dir", summary["run_dir"], "--outcome-line")
+    assert json.loads(line.stdout.strip().splitlines()[-1])["runtime_changed"] == runtime["lines"]

@@ -24,7 +24,7 @@ EXPECTED_UPSTREAM = {
     "Trainer": {"span_window_resolver", "Transform", "ImportSchemaGen"},
     "latest_blessed_model_resolver": set(),
     "Evaluator": {"span_window_resolver", "Trainer", "latest_blessed_model_resolver"},
-    "ServingCheck": {"CsvExampleGen", "Trainer", "Evaluator"},
+    "ServingCheck": {"CsvExampleGen", "Trainer", "Evaluator", "latest_blessed_model_resolver"},
     "AtomicPusher": {"Trainer", "Evaluator", "ServingCheck"},
 }
 
