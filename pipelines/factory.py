@@ -449,6 +449,7 @@ def evaluate(config: PipelineConfig, training: TrainStage):
         simple_baseline=config.simple_baseline_settings.to_dict(),
         staleness=config.staleness_settings.to_dict(),
         fairness=config.fairness_settings.to_dict(),
+        fairness_groups=eval_config_lib.fairness_groups(config.slice_features, config.fairness_settings),
         task=config.task,
     )
 

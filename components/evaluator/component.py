@@ -26,7 +26,9 @@ class Evaluator(tfx.components.Evaluator):
     re-runs the evaluation rather than reusing a cached verdict), with `max_eval_examples`
     (above it, a seeded sample of the eval split is evaluated: executor.py), and the
     new-span check's settings with the task's key metric (new_span.py), and those of the
-    simple baseline, staleness and fairness checks (with the task).
+    simple baseline, staleness and fairness checks (with the task); `fairness_groups`: the
+    fairness features sliced for the groups only (not also in slice_features), whose groups
+    too small to judge are counted by the executor and left out of TFMA's slicing.
     """
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
@@ -34,7 +36,7 @@ class Evaluator(tfx.components.Evaluator):
     def __init__(self, *, significance_level: float, min_eval_examples: int, max_eval_examples: int = 0,
                  key_metric: str | None = None, new_span: dict | None = None, simple_baseline: dict | None = None,
                  staleness: dict | None = None, fairness: dict | None = None, task: str | None = None,
-                 **kwargs):
+                 fairness_groups: list[str] | None = None, **kwargs):
         super().__init__(**kwargs)
         # TFX's __init__ builds (and validates) its own spec; extend it with the parameter.
         old = self.spec
@@ -45,6 +47,7 @@ class Evaluator(tfx.components.Evaluator):
             significance=json.dumps({"level": significance_level, "min_examples": min_eval_examples,
                                      "max_examples": max_eval_examples, "key_metric": key_metric,
                                      "new_span": new_span or {}, "simple_baseline": simple_baseline or {},
-                                     "staleness": staleness or {}, "fairness": fairness or {}, "task": task},
+                                     "staleness": staleness or {}, "fairness": fairness or {}, "task": task,
+                                     "fairness_groups": list(fairness_groups or [])},
                                     sort_keys=True),
         )

@@ -94,6 +94,12 @@ _CI_METHODS = {
 }
 
 
+def fairness_groups(slice_features: Sequence[str], fairness: fairness_lib.FairnessSettings) -> list[str]:
+    """The fairness features sliced for their groups only (those not in slice_features,
+    whose every value the config asks metrics for)."""
+    return [f for f in fairness.slices if f not in slice_features] if fairness.active else []
+
+
 def eval_config(*, task: str, label_key: str, slice_features: Sequence[str], interval_method: str,
                 slice_by_span: bool, thresholds: dict,
                 fairness: fairness_lib.FairnessSettings | None = None) -> tfma.EvalConfig:
@@ -106,7 +112,7 @@ def eval_config(*, task: str, label_key: str, slice_features: Sequence[str], int
       fairness: the groups' features (sliced too) and the rates their gaps need (fairness.py).
     """
     fairness = fairness or fairness_lib.FairnessSettings()
-    groups = [f for f in fairness.slices if f not in slice_features] if fairness.active else []
+    groups = fairness_groups(slice_features, fairness)
     rates = [tfma.MetricConfig(class_name=name, config=json.dumps(config))
              for name, config in fairness_lib.metrics(task, fairness)]
     return tfma.EvalConfig(

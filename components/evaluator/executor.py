@@ -109,6 +109,41 @@ def sample_examples(artifacts: list, splits: list[str], rate: float | None, out_
     return copies, kept
 
 
+def count_values(artifacts: list, splits: list[str], features: list[str]) -> tuple[dict, dict]:
+    """(feature -> value (as TFMA's slice keys spell it: text, or a number's digits) -> the
+    eval examples holding it, feature -> the kinds of list it came in), over the splits of
+    the (sampled) Examples artifacts."""
+    from tensorflow.core.example import example_pb2
+
+    counts: dict[str, dict[str, int]] = {f: {} for f in features}
+    kinds: dict[str, set] = {f: set() for f in features}
+    for artifact in artifacts:
+        for split in splits:
+            files = _split_files(artifact, split)
+            if not files:
+                continue
+            for record in _dataset(files).batch(8192).as_numpy_iterator():
+                for serialized in record:
+                    example = example_pb2.Example.FromString(serialized)
+                    for f in features:
+                        feature = example.features.feature.get(f)
+                        kind = feature.WhichOneof("kind") if feature is not None else None
+                        if kind:
+                            kinds[f].add(kind)
+                        for v in (getattr(feature, kind).value if kind else ()):
+                            key = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                            counts[f][key] = counts[f].get(key, 0) + 1
+    return counts, kinds
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 class Executor(evaluator_executor.Executor):
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         settings = json.loads(exec_properties.get("significance") or "{}")
@@ -131,6 +166,7 @@ class Executor(evaluator_executor.Executor):
                 logger.info("Evaluating a seeded sample of %d of %d eval examples (max_eval_examples %d)",
                             kept, available, limit)
             input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: copies}
+            exec_properties, small_groups = self._group_slicing(copies, splits, settings, exec_properties)
             simple = self._simple_model(input_dict, settings)
             if simple:
                 self._evaluate(input_dict, output_dict, exec_properties, simple, settings.get("key_metric"))
@@ -141,7 +177,7 @@ class Executor(evaluator_executor.Executor):
         newest = max((a.get_int_custom_property("span") for a in examples), default=None)
         baseline = (input_dict.get(standard_component_specs.BASELINE_MODEL_KEY) or [None])[0]
         candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
-        self._judge(output_dict, settings, sample, newest, bool(simple), baseline, candidate)
+        self._judge(output_dict, settings, sample, newest, bool(simple), baseline, candidate, small_groups)
 
     @staticmethod
     def _simple_model(input_dict: dict[str, list], settings: dict) -> str | None:
@@ -160,9 +196,11 @@ class Executor(evaluator_executor.Executor):
 
     def _evaluate(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any],
                   simple_path: str, key_metric: str | None = None) -> None:
-        """TFX's Evaluator run with one more model: the candidate, the simple baseline and the
-        last blessed model in one TFMA pass (TFX's executor takes two at most), then TFX's
-        blessing from TFMA's validation (which `_judge` rewrites)."""
+        """TFX's Evaluator run with one more model: the candidate and the last blessed model
+        under the main config, and the simple baseline under its own (the overall slice and
+        the key metric) on the same examples in the same Beam pipeline (TFX's executor takes
+        two models at most), then TFX's blessing from TFMA's validation (which `_judge`
+        rewrites)."""
         import apache_beam as beam
         import tensorflow_model_analysis as tfma
         from tfx.components.util import tfxio_utils
@@ -174,20 +212,21 @@ class Executor(evaluator_executor.Executor):
         config = tfma.EvalConfig()
         proto_utils.json_to_proto(exec_properties[keys.EVAL_CONFIG_KEY], config)
         config = tfma.utils.update_eval_config_with_defaults(config, has_baseline=has_baseline, rubber_stamp=True)
-        config = simple_baseline.add_to_config(config, key_metric=key_metric)
         tfma.utils.verify_eval_config(config)
+        simple_config = simple_baseline.eval_config(config, key_metric)
+        tfma.utils.verify_eval_config(simple_config)
         candidate = artifact_utils.get_single_instance(input_dict[keys.MODEL_KEY])
-        paths = {simple_baseline.SIMPLE: simple_path}
         models = []
         for spec in config.model_specs:
-            if spec.name not in paths:
-                artifact = (artifact_utils.get_single_instance(input_dict[keys.BASELINE_MODEL_KEY]) if spec.is_baseline
-                            else candidate)
-                paths[spec.name] = path_utils.serving_model_path(artifact.uri,
-                                                                 path_utils.is_old_model_artifact(artifact))
-            logger.info("Using %s as %s model.", paths[spec.name], spec.name)
-            models.append(tfma.default_eval_shared_model(eval_saved_model_path=paths[spec.name], model_name=spec.name,
+            artifact = (artifact_utils.get_single_instance(input_dict[keys.BASELINE_MODEL_KEY]) if spec.is_baseline
+                        else candidate)
+            path = path_utils.serving_model_path(artifact.uri, path_utils.is_old_model_artifact(artifact))
+            logger.info("Using %s as %s model.", path, spec.name or "candidate")
+            models.append(tfma.default_eval_shared_model(eval_saved_model_path=path, model_name=spec.name,
                                                          eval_config=config))
+        logger.info("Using %s as %s model (its own TFMA config: the overall slice, %s).", simple_path,
+                    simple_baseline.SIMPLE, key_metric or "every metric")
+        simple_model = tfma.default_eval_shared_model(eval_saved_model_path=simple_path, eval_config=simple_config)
         schema = None
         if keys.SCHEMA_KEY in input_dict:
             schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(
@@ -206,12 +245,16 @@ class Executor(evaluator_executor.Executor):
             adapter = (tensor_adapter.TensorAdapterConfig(arrow_schema=tfxio.ArrowSchema(),
                                                           tensor_representations=tfxio.TensorRepresentations())
                        if schema is not None and tfxio is not None else None)
-            _ = (data | "FlattenExamples" >> beam.Flatten()
-                 | "ExtractEvaluateAndWriteResults" >> tfma.ExtractEvaluateAndWriteResults(
-                     eval_shared_model=models, eval_config=config, output_path=output_uri,
-                     tensor_adapter_config=adapter))
-        logger.info("Evaluation of %s complete. Results written to %s.", [s.name for s in config.model_specs],
-                    output_uri)
+            examples = data | "FlattenExamples" >> beam.Flatten()
+            _ = examples | "ExtractEvaluateAndWriteResults" >> tfma.ExtractEvaluateAndWriteResults(
+                eval_shared_model=models if len(models) > 1 else models[0], eval_config=config,
+                output_path=output_uri, tensor_adapter_config=adapter)
+            # The simple model on the same examples, in the same pipeline.
+            _ = examples | "EvaluateSimpleBaseline" >> tfma.ExtractEvaluateAndWriteResults(
+                eval_shared_model=simple_model, eval_config=simple_config,
+                output_path=os.path.join(output_uri, simple_baseline.OUTPUT_DIR), tensor_adapter_config=adapter)
+        logger.info("Evaluation of %s and the simple model complete. Results written to %s.",
+                    [s.name for s in config.model_specs], output_uri)
         if not tfma.metrics.metric_thresholds_from_metrics_specs(config.metrics_specs, eval_config=config):
             return  # no thresholds: nothing to bless (as TFX's executor)
         blessing = artifact_utils.get_single_instance(output_dict[keys.BLESSING_KEY])
@@ -268,8 +311,43 @@ class Executor(evaluator_executor.Executor):
             out["baseline_model_id"] = baseline.id
         return out
 
+    @staticmethod
+    def _group_slicing(copies: list, splits: list[str], settings: dict, exec_properties: dict) -> tuple[dict, dict]:
+        """The fairness groups' slicing: each group feature's values are counted in the eval
+        examples, and TFMA slices only the groups with at least `min_slice_examples` (a
+        `feature_values` spec each) instead of every value (each slice costs every metric and
+        its interval, for every model); the others are returned to be reported as too small.
+        Returns (exec_properties with the rewritten eval config, {feature: small groups})."""
+        import tensorflow_model_analysis as tfma
+        from tfx.utils import proto_utils
+
+        groups = settings.get("fairness_groups") or []
+        fair = fairness.FairnessSettings.from_dict(settings.get("fairness"), "fairness")
+        if not groups or not fair.active:
+            return exec_properties, {}
+        counts, kinds = count_values(copies, splits, groups)
+        # TFMA reads a value spec's digits as a number, which no string feature's value
+        # matches: such a feature keeps its slicing by every value.
+        groups = [g for g in groups if not ("bytes_list" in kinds[g] and any(_numeric(v) for v in counts[g]))]
+        counts = {g: counts[g] for g in groups}
+        big, small = fairness.split_groups(counts, fair.min_slice_examples)
+        config = tfma.EvalConfig()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], config)
+        kept = [s for s in config.slicing_specs if not (list(s.feature_keys) in ([g] for g in groups)
+                                                        and not s.feature_values)]
+        del config.slicing_specs[:]
+        config.slicing_specs.extend(kept)
+        for feature in groups:
+            for value in big[feature]:
+                config.slicing_specs.add().feature_values[feature] = value
+        logger.info("Fairness groups: %s sliced, %s too small to judge (under %d eval examples)",
+                    {f: len(v) for f, v in big.items()}, {f: len(v) for f, v in small.items()},
+                    fair.min_slice_examples)
+        return {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(config)}, small
+
     def _judge(self, output_dict: dict[str, list], settings: dict, sample: dict | None, newest: int | None,
-               scored_simple: bool = False, baseline=None, candidate=None) -> None:
+               scored_simple: bool = False, baseline=None, candidate=None,
+               small_groups: dict | None = None) -> None:
         evaluation = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
         blessings = output_dict.get(standard_component_specs.BLESSING_KEY) or []
         if not blessings or not blessings[0].has_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY):
@@ -303,7 +381,7 @@ class Executor(evaluator_executor.Executor):
         groups = fairness.FairnessSettings.from_dict(settings.get("fairness"), "fairness")
         if groups.active and settings.get("task"):
             check = fairness.judge({f: significance.read_slices(evaluation, f) for f in groups.slices}, metrics,
-                                   settings["task"], groups)
+                                   settings["task"], groups, small_groups)
             verdict["fairness"] = check
             if check["refused"]:
                 verdict["blessed"] = False
@@ -313,7 +391,8 @@ class Executor(evaluator_executor.Executor):
                 logger.warning("Fairness: %s", warning)
         verdict["runtime"] = self._runtime_changes(candidate, baseline)
         logger.info("Runtime: %s", verdict["runtime"]["reason"])
-        verdict["simple_baseline"] = self._simple_verdict(metrics, settings, scored_simple)
+        verdict["simple_baseline"] = self._simple_verdict(
+            metrics + (simple_baseline.read(evaluation) if scored_simple else []), settings, scored_simple)
         if verdict["simple_baseline"].get("refused"):
             verdict["blessed"] = False
             verdict["reasons"].append(verdict["simple_baseline"]["refusal"])

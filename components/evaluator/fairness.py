@@ -130,12 +130,27 @@ def _count(entries: list[dict], model: str = "candidate") -> int:
     return int(e["value"]) if e else 0
 
 
-def judge(by_feature: Mapping[str, Mapping], overall: list[dict], task: str, settings: FairnessSettings) -> dict:
+def split_groups(counts: Mapping[str, Mapping[str, int]], min_examples: int) -> tuple[dict, dict]:
+    """({feature: [values with at least min_examples eval examples]}, {feature: [{"slice",
+    "examples"}] of the others}): TFMA slices the first (each metric per slice has an
+    interval to compute), the others are reported as too small without being sliced."""
+    big, small = {}, {}
+    for feature, values in counts.items():
+        big[feature] = sorted((v for v, n in values.items() if n >= min_examples), key=str)
+        small[feature] = [{"slice": str(v), "examples": int(n)} for v, n in sorted(values.items(), key=lambda x: str(x[0]))
+                          if n < min_examples]
+    return big, small
+
+
+def judge(by_feature: Mapping[str, Mapping], overall: list[dict], task: str, settings: FairnessSettings,
+          small_groups: Mapping[str, list[dict]] | None = None) -> dict:
     """The candidate's gaps per slice and the verdict.
 
     Args:
       by_feature: feature -> slice value -> that slice's entries (`significance.read_slices`).
       overall: the overall slice's entries.
+      small_groups: feature -> the groups counted too small before TFMA ran (`split_groups`),
+        listed as too small beside those TFMA's slices show.
 
     Returns:
       {"judged", "refused", "gates", "features": {feature: {"slices": [row...], "too_small": [...],
@@ -153,8 +168,11 @@ def judge(by_feature: Mapping[str, Mapping], overall: list[dict], task: str, set
     judged_any = False
     for feature in settings.slices:
         slices = by_feature.get(feature) or {}
-        report = {"slices": [], "too_small": [], "undefined": [], "max_gap": {}}
+        report = {"slices": [], "too_small": list((small_groups or {}).get(feature) or []), "undefined": [],
+                  "max_gap": {}}
         out["features"][feature] = report
+        if not slices and report["too_small"]:
+            continue  # every group too small to judge: listed, not sliced
         if not slices:
             out["warnings"].append(f"{feature}: no slices in the eval examples (is it a raw feature?): not judged")
             continue

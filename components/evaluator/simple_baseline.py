@@ -2,8 +2,9 @@
 
 The Trainer exports a linear model with the candidate's head on the same transformed
 features (trainer_toolkit/simple_baseline.py). The Evaluator scores it as a third model
-(`SIMPLE`) in the same TFMA pass as the candidate and the last blessed model, on the same
-examples and slices, on its key metric, without thresholds of its own. `judge` compares the candidate's key
+(`SIMPLE`) in the same Beam pass over the same eval examples as the candidate and the last
+blessed model, with a TFMA config of its own (`eval_config`: the overall slice and the key
+metric, without thresholds), so that it does not pay for every slice of the main config. `judge` compares the candidate's key
 metric with the simple model's:
 
 - TFMA's intervals are per model (its paired differences are only against the baseline),
@@ -16,7 +17,7 @@ metric with the simple model's:
   For an error metric (regression) the difference is simple - candidate, and min_lift
   is relative to the simple model's error.
 
-TensorFlow-free apart from TFMA's protos (add_to_config).
+TensorFlow-free apart from TFMA's protos (eval_config) and its reader (read).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import re
 from core import tasks
 
 SIMPLE = "simple"
+# Its TFMA output, a folder of the Evaluator's evaluation artifact.
+OUTPUT_DIR = "simple_baseline"
 
 
 def _metric_name(class_name: str) -> str:
@@ -34,39 +37,51 @@ def _metric_name(class_name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", class_name).lower()
 
 
-def add_to_config(eval_config, candidate_name: str = "candidate", key_metric: str | None = None):
-    """`eval_config` (after TFMA's defaults) with the simple model as one more model: a copy
-    of the candidate's spec named SIMPLE, scored without thresholds on the example count and
-    `key_metric` (the one `judge` compares; every metric when None), since each metric of a
-    model is computed on every slice, with its interval; the thresholds stay on the
-    candidate (and baseline). Returns a new EvalConfig."""
+def eval_config(main_config, key_metric: str | None, candidate_name: str = "candidate"):
+    """The simple model's own EvalConfig, run beside the main one in the same Beam pipeline
+    over the same examples (executor.py): a copy of the candidate's model spec,
+    on the overall slice only, scored on the example count and `key_metric` (what `judge`
+    compares; every metric of the main config when None), without thresholds, with the main
+    config's interval options. The main config (candidate and baseline) is left as it is,
+    so the simple model pays for one slice, not for every slice of the main pass.
+    Returns a new EvalConfig (after TFMA's defaults)."""
     import tensorflow_model_analysis as tfma
 
+    candidate = next(s for s in main_config.model_specs if not s.is_baseline)
     config = tfma.EvalConfig()
-    config.CopyFrom(eval_config)
-    candidate = next(s for s in config.model_specs if not s.is_baseline)
-    if not candidate.name:
-        candidate.name = candidate_name
-    names = [s.name for s in config.model_specs]
-    simple = config.model_specs.add()
-    simple.CopyFrom(candidate)
-    simple.name = SIMPLE
-    unthresholded = tfma.MetricsSpec(model_names=[SIMPLE])
-    for spec in config.metrics_specs:
-        # TFMA names a lone model "" (and its metrics specs after it): the name given above.
-        own = [n or candidate.name for n in spec.model_names] or names
-        del spec.model_names[:]
-        spec.model_names.extend(own)
-        for metric in spec.metrics:
-            if key_metric and _metric_name(metric.class_name) not in (key_metric, "example_count"):
+    config.options.CopyFrom(main_config.options)
+    spec = config.model_specs.add()
+    spec.CopyFrom(candidate)
+    spec.name = ""  # a lone model, as TFMA names one; `read` names its entries SIMPLE
+    spec.is_baseline = False
+    config.slicing_specs.add()  # the overall slice
+    metrics = config.metrics_specs.add()
+    seen = set()
+    for main in main_config.metrics_specs:
+        for metric in main.metrics:
+            name = _metric_name(metric.class_name)
+            if name in seen or (key_metric and name not in (key_metric, "example_count")):
                 continue
-            copy = unthresholded.metrics.add()
+            seen.add(name)
+            copy = metrics.metrics.add()
             copy.CopyFrom(metric)
             copy.ClearField("per_slice_thresholds")
             copy.ClearField("cross_slice_thresholds")
             copy.ClearField("threshold")
-    config.metrics_specs.append(unthresholded)
     return config
+
+
+def read(evaluation_uri: str) -> list[dict]:
+    """The simple model's overall entries (`significance.read_tfma`) from its own output
+    folder under the evaluation, named SIMPLE whatever TFMA named a lone model."""
+    import os
+
+    from components.evaluator import significance
+
+    folder = os.path.join(evaluation_uri, OUTPUT_DIR)
+    if not os.path.isdir(folder):
+        return []
+    return [{**e, "model": SIMPLE} for e in significance.read_tfma(folder)[0]]
 
 
 def _entry(metrics: list[dict], name: str, model: str) -> dict | None:

@@ -6,7 +6,7 @@ import math
 import pytest
 import tensorflow_model_analysis as tfma
 
-from components.evaluator import eval_config, simple_baseline, staleness
+from components.evaluator import eval_config, fairness, simple_baseline, staleness
 from core import tasks
 from core.settings import SettingsError
 from trainer_toolkit.settings import SimpleBaselineSettings
@@ -55,31 +55,25 @@ def test_without_an_interval_or_a_simple_model_nothing_is_judged():
     assert not check["judged"] and not check["refused"] and "no interval" in check["reason"]
 
 
-def test_the_simple_model_is_a_third_model_without_thresholds():
+def test_the_simple_model_has_its_own_config_on_the_overall_slice_without_thresholds():
     config = eval_config.eval_config(task="binary", label_key="y", slice_features=["f"], interval_method="jackknife",
                                      slice_by_span=True, thresholds={k: 0.5 for k in eval_config.THRESHOLD_KEYS})
     config = tfma.utils.update_eval_config_with_defaults(config, has_baseline=True, rubber_stamp=True)
-    out = simple_baseline.add_to_config(config)
-    assert [(s.name, s.is_baseline) for s in out.model_specs] == [("candidate", False), ("baseline", True),
-                                                                  ("simple", False)]
-    assert list(out.metrics_specs[0].model_names) == ["candidate", "baseline"]
-    simple = out.metrics_specs[-1]
-    assert list(simple.model_names) == ["simple"]
-    assert {m.class_name for m in simple.metrics} == {"ExampleCount", "AUC", "BinaryAccuracy"}
-    assert not any(m.per_slice_thresholds for m in simple.metrics)
-    # Scored on what the judge compares only: each metric is computed per slice, with its interval.
-    keyed = simple_baseline.add_to_config(config, key_metric="auc")
-    assert {m.class_name for m in keyed.metrics_specs[-1].metrics} == {"ExampleCount", "AUC"}
+    before = config.SerializeToString()
+    out = simple_baseline.eval_config(config, "auc")
+    assert config.SerializeToString() == before  # the main config (candidate and baseline) is left as it is
+    [spec] = out.model_specs
+    assert not spec.is_baseline and spec.signature_name == "serving_default"
+    assert list(spec.preprocessing_function_names) == ["transform_features"]
+    assert [list(s.feature_keys) for s in out.slicing_specs] == [[]]  # the overall slice only
+    # Scored on what the judge compares only, with the main config's intervals.
+    assert {m.class_name for m in out.metrics_specs[0].metrics} == {"ExampleCount", "AUC"}
+    assert not any(m.per_slice_thresholds for m in out.metrics_specs[0].metrics)
+    assert out.options.compute_confidence_intervals.value
+    assert {m.class_name for m in simple_baseline.eval_config(config, None).metrics_specs[0].metrics} == {
+        "ExampleCount", "AUC", "BinaryAccuracy"}
     assert simple_baseline._metric_name("SparseCategoricalAccuracy") == "sparse_categorical_accuracy"
     assert simple_baseline._metric_name("MeanAbsolutePercentageError") == "mean_absolute_percentage_error"
-    # A first run (no baseline): TFMA names the lone candidate ""; it gets a name beside "simple".
-    alone = tfma.utils.update_eval_config_with_defaults(
-        eval_config.eval_config(task="binary", label_key="y", slice_features=[], interval_method="jackknife",
-                                slice_by_span=False, thresholds={k: 0.5 for k in eval_config.THRESHOLD_KEYS}),
-        has_baseline=False, rubber_stamp=True)
-    out = simple_baseline.add_to_config(alone)
-    assert [s.name for s in out.model_specs] == ["candidate", "simple"]
-    assert list(out.metrics_specs[0].model_names) == ["candidate"]
     tfma.utils.verify_eval_config(out)
 
 
@@ -201,3 +195,14 @@ def test_the_groups_are_sliced_and_a_binary_task_gets_fairness_indicators_rates(
     assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["f"], ["g"]]
     rates = {m.class_name: m.config for m in config.metrics_specs[0].metrics if m.class_name in ("FPR", "FNR")}
     assert rates == {"FPR": '{"thresholds": [0.3]}', "FNR": '{"thresholds": [0.3]}'}
+
+
+def test_groups_too_small_are_counted_not_sliced_and_reported_as_such():
+    big, small = fairness.split_groups({"area": {"8": 40, "32": 31, "76": 2, "3": 29}}, 30)
+    assert big == {"area": ["32", "8"]}
+    assert small == {"area": [{"slice": "3", "examples": 29}, {"slice": "76", "examples": 2}]}
+    settings = fairness.FairnessSettings(slices=("area",), max_gap={"fnr": 0.2})
+    # TFMA sliced no group of the feature (all small): listed as too small, not a warning.
+    check = fairness.judge({"area": {}}, [], tasks.BINARY, settings, {"area": [{"slice": "76", "examples": 2}]})
+    assert check["features"]["area"]["too_small"] == [{"slice": "76", "examples": 2}]
+    assert not check["warnings"] and not check["refused"]
