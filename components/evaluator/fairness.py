@@ -2,7 +2,8 @@
 
 ML Test Score, model section ("the model is tested for considerations of inclusion").
 The config names features (`fairness.slices`: taxi's `payment_type` and pickup area, a
-generated pipeline's own). The Evaluator slices its one TFMA pass by each and computes, per
+generated pipeline's own). The Evaluator counts each feature's groups in the eval examples
+and slices its one TFMA pass by those large enough to judge (`split_groups`), computing per
 slice and with the confidence intervals of every other metric, what Fairness Indicators
 computes: for a binary task the false positive and false negative rates and the predicted
 positive rate at the decision threshold (TFMA's own FPR, FNR and PredictedPositiveRate

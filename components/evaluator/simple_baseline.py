@@ -4,8 +4,8 @@ The Trainer exports a linear model with the candidate's head on the same transfo
 features (trainer_toolkit/simple_baseline.py). The Evaluator scores it as a third model
 (`SIMPLE`) in the same Beam pass over the same eval examples as the candidate and the last
 blessed model, with a TFMA config of its own (`eval_config`: the overall slice and the key
-metric, without thresholds), so that it does not pay for every slice of the main config. `judge` compares the candidate's key
-metric with the simple model's:
+metric, without thresholds), so that it does not pay for every slice of the main config.
+`judge` compares the candidate's key metric with the simple model's:
 
 - TFMA's intervals are per model (its paired differences are only against the baseline),
   so the difference's standard error is sqrt(se_candidate^2 + se_simple^2): exact for
