@@ -136,7 +136,10 @@ def test_a_request_cancelled_while_queued_is_dropped_and_the_batcher_keeps_servi
     assert first.result(timeout=10)["y"].tolist() == [0.0]
     assert kept.result(timeout=10)["y"].tolist() == [7.0]
     # Everything cancelled: the batch is empty, and the thread still takes the next one.
+    # Both events reset: with `release` still set the blocker did not block, and the batch
+    # thread could take the three requests before they were cancelled (CI, under load).
     held.clear()
+    release.clear()
     blocker = batcher.submit({"x": np.array([-2.0])})
     assert held.wait(10)
     lost = [batcher.submit({"x": np.array([8.0])}) for _ in range(3)]
