@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from components.data_gate.consistency import SpanConsistency
 from components.evaluator.fairness import FairnessSettings
-from components.serving_check.performance import PerformanceSettings
 from components.evaluator.new_span import NewSpanSettings
 from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
+from components.serving_check.performance import PerformanceSettings
 from components.serving_skew.settings import SkewSettings
 from components.tflite_export.settings import TFLiteSettings
 from core import layout, nodes, project, tasks
