@@ -194,7 +194,8 @@ def test_run_summary_mails_the_runtime_changes_a_blessed_candidate_brings(inbox)
     assert out["outcome"] == outcomes.PUSHED and out["runtime_changed"][0] == "tensorflow 2.16.1 -> 2.16.2"
     [message] = inbox.messages
     assert "runtime package changes" in message["subject"]
-    _assert_alert(message, 201304, "tensorflow 2.16.1 -> 2.16.2; + zstd 1.5", "run_summary")
+    # The body is HTML: the arrow arrives escaped.
+    _assert_alert(message, 201304, "tensorflow 2.16.1 -&gt; 2.16.2; + zstd 1.5", "run_summary")
 
 
 def test_rollout_decisions_alert_on_promotion_rollback_and_the_live_floor():
