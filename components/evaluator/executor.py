@@ -298,8 +298,6 @@ class Executor(evaluator_executor.Executor):
 
         from core import sbom
 
-        if candidate is None:
-            return {"compared": False, "reason": "no candidate", "lines": []}
         base_dir = versions = None
         if baseline is not None:
             base_dir = path_utils.serving_model_path(baseline.uri, path_utils.is_old_model_artifact(baseline))
@@ -389,8 +387,9 @@ class Executor(evaluator_executor.Executor):
             logger.info("Fairness: %s", check["reason"])
             for warning in check["warnings"]:
                 logger.warning("Fairness: %s", warning)
-        verdict["runtime"] = self._runtime_changes(candidate, baseline)
-        logger.info("Runtime: %s", verdict["runtime"]["reason"])
+        if candidate is not None:
+            verdict["runtime"] = self._runtime_changes(candidate, baseline)
+            logger.info("Runtime: %s", verdict["runtime"]["reason"])
         verdict["simple_baseline"] = self._simple_verdict(
             metrics + (simple_baseline.read(evaluation) if scored_simple else []), settings, scored_simple)
         if verdict["simple_baseline"].get("refused"):

@@ -162,6 +162,11 @@ def run_check(
         # The baseline beside it in the same server, as the model it would replace.
         shutil.rmtree(baseline_base, ignore_errors=True)
         shutil.copytree(baseline_dir, os.path.join(baseline_base, "1"))
+        # Warmed at load by the same warm-up requests as the candidate (its own model name),
+        # so neither model's first timed request is a cold one.
+        os.makedirs(os.path.join(baseline_base, "1", "assets.extra"), exist_ok=True)
+        write_warmup(os.path.join(baseline_base, "1", "assets.extra", WARMUP_FILENAME), model_name + BASELINE_SUFFIX,
+                     examples, signature, input_key)
         if sign_with is not None:
             from serving.repository import signing
 
@@ -203,9 +208,6 @@ def run_check(
             if {s["version"]: s for s in b_status.get("model_version_status", [])}.get("1", {}).get("state") != "AVAILABLE":
                 report["baseline_error"] = f"the baseline did not load: {b_status}"
                 baseline_url = None
-        if baseline_url:  # warmed as the candidate was by its warm-up requests: a cold first call is not its latency
-            _timed(baseline_url + ":predict", {"signature_name": signature,
-                                               "instances": [{"b64": base64.b64encode(examples[0]).decode()}]})
         expected = _reference(saved_model_dir, signature, input_key, examples)
         latencies, baseline_latencies, max_diff = [], [], 0.0
         for i, example in enumerate(examples):
@@ -278,8 +280,6 @@ def _performance(report: dict, latencies: list[float], baseline_latencies: list[
                 performance.SIZE: performance.saved_model_bytes(model_dir),
                 performance.TRAINING: rate}
 
-    if report.get("baseline_error"):
-        baseline_latencies = []
     out = performance.compare(figures(latencies, saved_model_dir, training_rates[0]),
                               figures(baseline_latencies, baseline_dir, training_rates[1]), settings)
     out["requests_each"] = len(latencies)
@@ -321,14 +321,12 @@ def run(model, examples, blessing, model_name: str, num_requests: int, max_laten
         signing_key: str, signing_workdir: str, baseline=None, performance_json: str = "{}") -> None:
     """The node's work: the check of the candidate (beside its baseline, when there is
     one), its verdict on the InfraBlessing."""
-    import json as json_lib
-
     from serving.repository import signing
     from trainer_toolkit import provenance
 
     files = sorted(glob.glob(os.path.join(examples.uri, f"Split-{split}", "*")))
     key = signing.resolve_key(signing_key or None, signing_workdir) if signing_workdir else None
-    settings = performance.PerformanceSettings.from_dict(json_lib.loads(performance_json or "{}"), "performance")
+    settings = performance.PerformanceSettings.from_dict(json.loads(performance_json or "{}"), "performance")
     candidate_dir = os.path.join(model.uri, "Format-Serving")
     baseline_dir = os.path.join(baseline.uri, "Format-Serving") if baseline is not None else None
     if baseline_dir is not None and not os.path.exists(os.path.join(baseline_dir, "saved_model.pb")):
