@@ -6,8 +6,8 @@ candidate's head (logistic regression for a binary task, softmax regression for 
 multiclass one, linear regression for a regression), and scores the trivial predictor
 (the training split's majority class, or its mean) for reference. The linear model is
 exported beside the candidate (`SIMPLE_DIR`, a sibling of `Format-Serving`, so it is never
-pushed) with the same signatures, and the Evaluator scores it in the same TFMA pass as the
-candidate and the last blessed model (components/evaluator/simple_baseline.py judges).
+pushed) with the candidate's serving signature, and the Evaluator scores both models paired
+on the eval examples TFMA judged (components/evaluator/simple_baseline.py).
 
 Linear on what the candidate sees: a float feature enters as it is (flattened), an
 integer or string feature one-hot after hashing into `hash_bins` buckets, so the model is
@@ -29,9 +29,10 @@ logger = logging.getLogger(__name__)
 
 # The folder beside the candidate's serving SavedModel (`<model>/Format-Serving`).
 SIMPLE_DIR = "Simple-Baseline"
-# The signatures the Evaluator's TFMA pass calls (components/evaluator/eval_config.py):
-# the simple model is exported with these only, since it is never served.
-EVALUATOR_SIGNATURES = ("serving_default", "transform_features")
+# The signature the Evaluator calls (components/evaluator/simple_baseline.py; labels come
+# from the candidate's transform_features): the simple model is exported with it only,
+# since it is never served and each signature traces the Transform graph again.
+EVALUATOR_SIGNATURES = ("serving_default",)
 # The training batches the trivial predictor's class counts or mean are read from: each
 # passes through the Transform graph, and a majority or a mean is settled long before.
 TRIVIAL_BATCHES = 20
@@ -135,8 +136,7 @@ def fit_and_export(session, head, train_ds: tf.data.Dataset, eval_ds: tf.data.Da
     history = model.fit(train_ds, steps_per_epoch=steps, verbose=0)
     target = path(serving_model_dir)
     if session.is_chief:
-        # Only what the Evaluator calls (each signature traces the Transform graph again):
-        # TFMA's prediction signature and its preprocessing function.
+        # Only what the Evaluator calls (each signature traces the Transform graph again).
         all_signatures = signatures(model)
         kept = {k: v for k, v in all_signatures.items() if k in EVALUATOR_SIGNATURES} or all_signatures
         tf.saved_model.save(model, target, signatures=kept)

@@ -167,113 +167,45 @@ class Executor(evaluator_executor.Executor):
                             kept, available, limit)
             input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: copies}
             exec_properties, small_groups = self._group_slicing(copies, splits, settings, exec_properties)
-            simple = self._simple_model(input_dict, settings)
-            if simple:
-                self._evaluate(input_dict, output_dict, exec_properties, simple, settings.get("key_metric"))
-            else:
-                super().Do(input_dict, output_dict, exec_properties)
+            super().Do(input_dict, output_dict, exec_properties)
+            simple = self._score_simple(input_dict, copies, splits, settings, exec_properties)
         finally:
             shutil.rmtree(sample_dir, ignore_errors=True)
         newest = max((a.get_int_custom_property("span") for a in examples), default=None)
         baseline = (input_dict.get(standard_component_specs.BASELINE_MODEL_KEY) or [None])[0]
         candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
-        self._judge(output_dict, settings, sample, newest, bool(simple), baseline, candidate, small_groups)
+        self._judge(output_dict, settings, sample, newest, simple, baseline, candidate, small_groups)
 
     @staticmethod
-    def _simple_model(input_dict: dict[str, list], settings: dict) -> str | None:
-        """The simple baseline the Trainer exported beside the candidate, when it is to be
-        scored (`simple_baseline.enabled`), else None."""
+    def _score_simple(input_dict: dict[str, list], copies: list, splits: list[str], settings: dict,
+                      exec_properties: dict[str, Any]) -> dict | None:
+        """The candidate and the simple baseline the Trainer exported beside it, scored
+        paired on the eval examples TFMA judged (simple_baseline.score), when it is to be
+        scored (`simple_baseline.enabled`, a key metric); else None."""
+        import tensorflow_model_analysis as tfma
+        from tfx.utils import path_utils, proto_utils
+
         from trainer_toolkit.simple_baseline import SIMPLE_DIR
 
-        if not (settings.get("simple_baseline") or {}).get("enabled", True):
+        if not (settings.get("simple_baseline") or {}).get("enabled", True) or not settings.get("key_metric"):
             return None
         model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
         path = os.path.join(model.uri, SIMPLE_DIR)
         if not os.path.exists(os.path.join(path, "saved_model.pb")):
-            logger.info("No simple baseline beside the candidate (%s): scoring candidate and baseline only", path)
+            logger.info("No simple baseline beside the candidate (%s): not compared", path)
             return None
-        return path
-
-    def _evaluate(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any],
-                  simple_path: str, key_metric: str | None = None) -> None:
-        """TFX's Evaluator run with one more model: the candidate and the last blessed model
-        under the main config, and the simple baseline under its own (the overall slice and
-        the key metric) on the same examples in the same Beam pipeline (TFX's executor takes
-        two models at most), then TFX's blessing from TFMA's validation (which `_judge`
-        rewrites)."""
-        import apache_beam as beam
-        import tensorflow_model_analysis as tfma
-        from tfx.components.util import tfxio_utils
-        from tfx.utils import path_utils, proto_utils
-        from tfx_bsl.tfxio import tensor_adapter
-
-        keys = standard_component_specs
-        has_baseline = bool(input_dict.get(keys.BASELINE_MODEL_KEY))
         config = tfma.EvalConfig()
-        proto_utils.json_to_proto(exec_properties[keys.EVAL_CONFIG_KEY], config)
-        config = tfma.utils.update_eval_config_with_defaults(config, has_baseline=has_baseline, rubber_stamp=True)
-        tfma.utils.verify_eval_config(config)
-        simple_config = simple_baseline.eval_config(config, key_metric)
-        tfma.utils.verify_eval_config(simple_config)
-        candidate = artifact_utils.get_single_instance(input_dict[keys.MODEL_KEY])
-        models = []
-        for spec in config.model_specs:
-            artifact = (artifact_utils.get_single_instance(input_dict[keys.BASELINE_MODEL_KEY]) if spec.is_baseline
-                        else candidate)
-            path = path_utils.serving_model_path(artifact.uri, path_utils.is_old_model_artifact(artifact))
-            logger.info("Using %s as %s model.", path, spec.name or "candidate")
-            models.append(tfma.default_eval_shared_model(eval_saved_model_path=path, model_name=spec.name,
-                                                         eval_config=config))
-        logger.info("Using %s as %s model (its own TFMA config: the overall slice, %s).", simple_path,
-                    simple_baseline.SIMPLE, key_metric or "every metric")
-        simple_model = tfma.default_eval_shared_model(eval_saved_model_path=simple_path, eval_config=simple_config)
-        schema = None
-        if keys.SCHEMA_KEY in input_dict:
-            schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(
-                artifact_utils.get_single_uri(input_dict[keys.SCHEMA_KEY])))
-        splits = json.loads(exec_properties.get(keys.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
-        output_uri = artifact_utils.get_single_uri(output_dict[keys.EVALUATION_KEY])
-        factory = tfxio_utils.get_tfxio_factory_from_artifact(
-            examples=input_dict[keys.EXAMPLES_KEY], telemetry_descriptors=["Evaluator"], schema=schema,
-            raw_record_column_name=tfma.constants.ARROW_INPUT_COLUMN)
-        with self._make_beam_pipeline() as pipeline:
-            data, tfxio = [], None
-            for split in splits:
-                for i, uri in enumerate(artifact_utils.get_split_uris(input_dict[keys.EXAMPLES_KEY], split)):
-                    tfxio = factory(io_utils.all_files_pattern(uri))
-                    data.append(pipeline | f"ReadFromTFRecordToArrow[{split}][{i}]" >> tfxio.BeamSource())
-            adapter = (tensor_adapter.TensorAdapterConfig(arrow_schema=tfxio.ArrowSchema(),
-                                                          tensor_representations=tfxio.TensorRepresentations())
-                       if schema is not None and tfxio is not None else None)
-            examples = data | "FlattenExamples" >> beam.Flatten()
-            _ = examples | "ExtractEvaluateAndWriteResults" >> tfma.ExtractEvaluateAndWriteResults(
-                eval_shared_model=models if len(models) > 1 else models[0], eval_config=config,
-                output_path=output_uri, tensor_adapter_config=adapter)
-            # The simple model on the same examples, in the same pipeline.
-            _ = examples | "EvaluateSimpleBaseline" >> tfma.ExtractEvaluateAndWriteResults(
-                eval_shared_model=simple_model, eval_config=simple_config,
-                output_path=os.path.join(output_uri, simple_baseline.OUTPUT_DIR), tensor_adapter_config=adapter)
-        logger.info("Evaluation of %s and the simple model complete. Results written to %s.",
-                    [s.name for s in config.model_specs], output_uri)
-        if not tfma.metrics.metric_thresholds_from_metrics_specs(config.metrics_specs, eval_config=config):
-            return  # no thresholds: nothing to bless (as TFX's executor)
-        blessing = artifact_utils.get_single_instance(output_dict[keys.BLESSING_KEY])
-        blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY, candidate.uri)
-        blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, candidate.id)
-        if has_baseline:
-            baseline = input_dict[keys.BASELINE_MODEL_KEY][0]
-            blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, baseline.uri)
-            blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY, baseline.id)
-        if "current_component_id" in exec_properties:
-            blessing.set_string_custom_property("component_id", exec_properties["current_component_id"])
-        ok = tfma.load_validation_result(output_uri).validation_ok
-        io_utils.write_string_file(
-            os.path.join(blessing.uri, constants.BLESSED_FILE_NAME if ok else constants.NOT_BLESSED_FILE_NAME), "")
-        blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY,
-                                         constants.BLESSED_VALUE if ok else constants.NOT_BLESSED_VALUE)
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], config)
+        label_key = next(s.label_key for s in config.model_specs if not s.is_baseline)
+        serving = path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
+        files = [f for copy in copies for split in splits for f in _split_files(copy, split)]
+        scores = simple_baseline.score(serving, path, files, label_key, settings["key_metric"])
+        logger.info("Simple baseline scored beside the candidate on %d eval examples in %s s", scores["examples"],
+                    scores.get("seconds"))
+        return scores
 
     @staticmethod
-    def _simple_verdict(metrics: list[dict], settings: dict, scored: bool) -> dict:
+    def _simple_verdict(scores: dict | None, settings: dict) -> dict:
         """The candidate against the simple baseline (simple_baseline.judge), the opt-out
         with its reason, or why there was nothing to compare."""
         from trainer_toolkit.settings import SimpleBaselineSettings
@@ -281,11 +213,14 @@ class Executor(evaluator_executor.Executor):
         config = SimpleBaselineSettings.from_dict(settings.get("simple_baseline") or {}, "simple_baseline")
         if not config.enabled:
             return {"judged": False, "opted_out": True, "reason": f"opted out: {config.reason}"}
-        if not scored or not settings.get("key_metric"):
+        if scores is None or not settings.get("key_metric"):
             return {"judged": False, "reason": "no simple baseline beside the candidate (its run_fn passes no head"
                                                " to the trainer toolkit): not compared"}
+        if not scores["entries"]:
+            return {"judged": False, "examples": scores.get("examples"), "reason": f"{scores['reason']}: not compared"}
         level = config.significance_level or settings.get("level", 0.05)
-        check = simple_baseline.judge(metrics, settings["key_metric"], level, config)
+        check = simple_baseline.judge(scores["entries"], settings["key_metric"], level, config)
+        check["examples"] = scores["examples"]
         logger.info("Simple baseline: %s", check["reason"])
         return check
 
@@ -344,7 +279,7 @@ class Executor(evaluator_executor.Executor):
         return {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(config)}, small
 
     def _judge(self, output_dict: dict[str, list], settings: dict, sample: dict | None, newest: int | None,
-               scored_simple: bool = False, baseline=None, candidate=None,
+               simple: dict | None = None, baseline=None, candidate=None,
                small_groups: dict | None = None) -> None:
         evaluation = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
         blessings = output_dict.get(standard_component_specs.BLESSING_KEY) or []
@@ -390,8 +325,7 @@ class Executor(evaluator_executor.Executor):
         if candidate is not None:
             verdict["runtime"] = self._runtime_changes(candidate, baseline)
             logger.info("Runtime: %s", verdict["runtime"]["reason"])
-        verdict["simple_baseline"] = self._simple_verdict(
-            metrics + (simple_baseline.read(evaluation) if scored_simple else []), settings, scored_simple)
+        verdict["simple_baseline"] = self._simple_verdict(simple, settings)
         if verdict["simple_baseline"].get("refused"):
             verdict["blessed"] = False
             verdict["reasons"].append(verdict["simple_baseline"]["refusal"])

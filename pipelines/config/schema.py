@@ -143,8 +143,8 @@ class PipelineConfig:
     # bad data. {enabled, min_examples, significance_level, margin, min_drop}.
     new_span: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # A simpler model is not better (trainer_toolkit/simple_baseline.py): a linear model on
-    # the same transformed features, fitted beside the candidate and scored in the same TFMA
-    # pass; a candidate significantly worse than it is refused. {enabled, reason, require,
+    # the same transformed features, fitted beside the candidate and scored paired with it on
+    # the eval examples TFMA judged; a candidate significantly worse than it is refused. {enabled, reason, require,
     # min_lift, significance_level, learning_rate, max_steps, hash_bins}.
     simple_baseline: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # How stale the served model is (components/evaluator/staleness.py): its quality on the

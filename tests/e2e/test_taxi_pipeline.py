@@ -127,9 +127,9 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
     assert os.path.exists(os.path.join(summary["run_dir"], "run.json"))
     assert os.path.exists(os.path.join(summary["run_dir"], "nodes", "AtomicPusher.json"))
     # A simpler model is not better: the logistic regression fitted beside the candidate was
-    # scored in the same TFMA pass, and is never pushed.
+    # scored paired with it on the Evaluator's eval examples, and is never pushed.
     simple = summary["evaluation"]["significance"]["simple_baseline"]
-    assert simple["judged"] and not simple["refused"] and simple["simple"] > 0.5
+    assert simple["judged"] and not simple["refused"] and simple["simple"] > 0.5 and simple["paired"]
     assert not os.path.exists(os.path.join(pushed, "Simple-Baseline"))
     assert summary["training"]["simple_baseline"]["model"].startswith("logistic regression")
     assert summary["training"]["simple_baseline"]["trivial"]["predictor"] == "majority class"

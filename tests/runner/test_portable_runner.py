@@ -49,10 +49,10 @@ def test_the_taxi_pipeline_runs_on_the_portable_runner(portable, tmp_path):
         cfg = yaml.safe_load(f)
     # Every Beam node on the portable runner, ExampleGen too (TFX's own executor); the
     # window is this span only, and the per-hour slices are off (a few examples each).
-    # The simple baseline is scored (its TFMA config runs in the Evaluator's one Beam job) but
+    # The simple baseline is scored (paired with the candidate after TFMA's job) but
     # tolerated 0.1 AUC: trained on this month alone, the network loses to the logistic
-    # model on its ~50 eval trips (AUC 0.87 vs 0.95, bounds [-0.16, -0.01]) and is rightly
-    # refused by the shipped rule, which is not what this test is about.
+    # model on its ~50 eval trips (AUC 0.87 vs 0.95) and is rightly refused by the shipped
+    # rule, which is not what this test is about.
     cfg.update(data_root=str(data), schema_path=TAXI_SCHEMA, slice_features=[], window_spans=1, min_eval_examples=20,
                gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"), ingestion={"engine": "beam"},
                simple_baseline={"min_lift": 0.1})

@@ -4,7 +4,6 @@
 import math
 
 import pytest
-import tensorflow_model_analysis as tfma
 
 from components.evaluator import eval_config, fairness, simple_baseline, staleness
 from core import tasks
@@ -55,26 +54,59 @@ def test_without_an_interval_or_a_simple_model_nothing_is_judged():
     assert not check["judged"] and not check["refused"] and "no interval" in check["reason"]
 
 
-def test_the_simple_model_has_its_own_config_on_the_overall_slice_without_thresholds():
-    config = eval_config.eval_config(task="binary", label_key="y", slice_features=["f"], interval_method="jackknife",
-                                     slice_by_span=True, thresholds={k: 0.5 for k in eval_config.THRESHOLD_KEYS})
-    config = tfma.utils.update_eval_config_with_defaults(config, has_baseline=True, rubber_stamp=True)
-    before = config.SerializeToString()
-    out = simple_baseline.eval_config(config, "auc")
-    assert config.SerializeToString() == before  # the main config (candidate and baseline) is left as it is
-    [spec] = out.model_specs
-    assert not spec.is_baseline and spec.signature_name == "serving_default"
-    assert list(spec.preprocessing_function_names) == ["transform_features"]
-    assert [list(s.feature_keys) for s in out.slicing_specs] == [[]]  # the overall slice only
-    # Scored on what the judge compares only, with the main config's intervals.
-    assert {m.class_name for m in out.metrics_specs[0].metrics} == {"ExampleCount", "AUC"}
-    assert not any(m.per_slice_thresholds for m in out.metrics_specs[0].metrics)
-    assert out.options.compute_confidence_intervals.value
-    assert {m.class_name for m in simple_baseline.eval_config(config, None).metrics_specs[0].metrics} == {
-        "ExampleCount", "AUC", "BinaryAccuracy"}
-    assert simple_baseline._metric_name("SparseCategoricalAccuracy") == "sparse_categorical_accuracy"
-    assert simple_baseline._metric_name("MeanAbsolutePercentageError") == "mean_absolute_percentage_error"
-    tfma.utils.verify_eval_config(out)
+def test_metric_known_answers():
+    # AUC from ranks: 3 of the 4 positive-negative pairs ordered right; a tie counts half.
+    assert simple_baseline.metric("auc", [0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == pytest.approx(0.75)
+    assert simple_baseline.metric("auc", [0, 1], [0.5, 0.5]) == pytest.approx(0.5)
+    assert math.isnan(simple_baseline.metric("auc", [1, 1], [0.2, 0.9]))  # one class: undefined
+    assert simple_baseline.metric("binary_accuracy", [0, 1, 1], [[0.2], [0.7], [0.4]]) == pytest.approx(2 / 3)
+    assert simple_baseline.metric("sparse_categorical_accuracy", [2, 0], [[0.1, 0.2, 0.7], [0.3, 0.6, 0.1]]) == 0.5
+    assert simple_baseline.metric("mean_squared_error", [1.0, 3.0], [2.0, 1.0]) == pytest.approx(2.5)
+    assert simple_baseline.metric("mean_absolute_error", [1.0, 3.0], [2.0, 1.0]) == pytest.approx(1.5)
+    assert simple_baseline.metric("mean_absolute_percentage_error", [1.0, 4.0], [2.0, 3.0]) == pytest.approx(62.5)
+    with pytest.raises(ValueError, match="no simple-baseline metric 'f1'"):
+        simple_baseline.metric("f1", [1], [1])
+
+
+def test_the_paired_jackknife_of_a_mean_metric_is_the_spread_of_its_group_means():
+    # For a mean over equal groups, the delete-a-group jackknife's standard error is
+    # sd(group means) / sqrt(groups): here of the per-example differences of squared errors.
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=40)
+    cand, simple = y + rng.normal(scale=0.5, size=40), y + rng.normal(scale=0.8, size=40)
+    entries = {(e["model"], e["is_diff"]): e for e in simple_baseline.paired("mean_squared_error", y, cand, simple)}
+    group = np.random.default_rng(simple_baseline.JACKKNIFE_SEED).permutation(40) % 20
+    per_example = (y - cand) ** 2 - (y - simple) ** 2
+    means = np.array([per_example[group == g].mean() for g in range(20)])
+    diff = entries[("simple", True)]
+    assert diff["value"] == pytest.approx(per_example.mean())
+    assert diff["std_error"] == pytest.approx(means.std(ddof=1) / math.sqrt(20))
+    assert diff["dof"] == 19
+    assert entries[("candidate", False)]["value"] == pytest.approx(((y - cand) ** 2).mean())
+
+
+def test_paired_examples_give_a_narrower_interval_and_a_significant_lead():
+    # The candidate is the simple model's scores with positives raised a little: unpaired,
+    # the two AUCs' intervals overlap; paired, the lead is significant.
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    simple = np.clip(y * 0.3 + rng.normal(0.35, 0.25, 400), 0, 1)
+    cand = simple + 0.05 * y  # the same scores, positives a little higher: a strict improvement
+    entries = simple_baseline.paired("auc", y, cand, simple)
+    unpaired = [e for e in entries if not e["is_diff"]]
+    settings = SimpleBaselineSettings(require="better")
+    paired_check = simple_baseline.judge(entries, "auc", 0.05, settings)
+    unpaired_check = simple_baseline.judge(unpaired, "auc", 0.05, settings)
+    assert paired_check["paired"] and not unpaired_check["paired"]
+    assert paired_check["difference"] == pytest.approx(unpaired_check["difference"])
+    assert paired_check["difference"] > 0
+    assert paired_check["std_error"] < unpaired_check["std_error"] / 3
+    assert not paired_check["refused"] and unpaired_check["refused"]  # only the paired test sees the lead
+    assert "paired on the same examples" in paired_check["reason"]
 
 
 def _slice(value, se, n, metric="auc"):
