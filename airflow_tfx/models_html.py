@@ -177,6 +177,32 @@ def trend_svg(timeline: list[dict], width: int = 900, height: int = 220) -> str:
     return "".join(parts)
 
 
+def cost_svg(timeline: list[dict], width: int = 900, height: int = 160) -> str:
+    """What each run cost (core/cost.py): CPU-seconds per span as bars, energy in each
+    bar's title; runs without a measurement are left out."""
+    points = [t for t in timeline if t.get("span") is not None and (t.get("cost") or {}).get("cpu_seconds") is not None]
+    if not points:
+        return ""
+    top = max(t["cost"]["cpu_seconds"] for t in points) or 1.0
+    pad_l, pad_b, pad_t = 50, 30, 10
+    step = (width - pad_l - 10) / len(points)
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
+             f"aria-label='CPU-seconds per run'><rect width='100%' height='100%' fill='#fff'/>"
+             f"<text x='4' y='{pad_t + 10}' font-size='11' fill='#718096'>{_num(top, 0)} CPU-s</text>"]
+    for i, t in enumerate(points):
+        c = t["cost"]
+        h = (height - pad_t - pad_b) * c["cpu_seconds"] / top
+        x = pad_l + step * i
+        parts.append(f"<rect x='{x + step * 0.15:.1f}' y='{height - pad_b - h:.1f}' width='{step * 0.7:.1f}' "
+                     f"height='{h:.1f}' fill='#4c78a8'><title>span {_e(t['span'])}: {_e(c['cpu_seconds'])} CPU-s, "
+                     f"{_e(round((c.get('energy_j') or 0) / 1000, 2))} kJ ({_e(c.get('energy_method'))})</title></rect>")
+        if len(points) <= 24 or i % max(1, len(points) // 12) == 0:
+            parts.append(f"<text x='{x + step / 2:.1f}' y='{height - pad_b + 14}' font-size='10' text-anchor='middle'"
+                         f" fill='#4a5568'>{_e(t['span'])}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _timeline_rows(v: dict) -> str:
     p = v["pipeline"]
     rows = []
@@ -216,6 +242,11 @@ def pipeline_page(v: dict, user: str, token: str | None, done: str | None = None
     if done:
         body.append(f"<p class='note'>{_e(done)}</p>")
     body.append("<h2>Key metric across spans</h2>" + trend_svg(v.get("timeline") or []))
+    spent = cost_svg(v.get("timeline") or [])
+    if spent:
+        body.append("<h2>Cost per run</h2><p class='muted'>CPU-seconds of each run's nodes; energy in each bar's"
+                    " title (measured by RAPL where readable, else a TDP estimate: docs/guides/governance.md).</p>"
+                    + spent)
     body.append("<h2>Spans</h2><table><tr><th>span</th><th>rows</th><th>gate</th><th>key metric (interval)</th>"
                 f"<th>outcome</th><th>evidence</th></tr>{_timeline_rows(v)}</table>")
     held = v.get("quarantined") or []

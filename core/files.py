@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes (a reader sees the old file or the new one, never half of either),
+and reading a YAML file with an error that names it."""
 
 from __future__ import annotations
 
@@ -53,3 +54,20 @@ def sha256_file(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def read_yaml(path: str, error: type[Exception], what: str):
+    """A YAML file's content ({} when empty).
+
+    Raises:
+      error: "cannot read <what> <path>: ..." or "<what> <path> is not valid YAML: ...".
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f) or {}
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {e}") from e
+    except yaml.YAMLError as e:
+        raise error(f"{what} {path} is not valid YAML: {e}") from e

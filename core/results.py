@@ -34,6 +34,8 @@ class NodeResult:
     approval_pending: bool = False
     # Where it ran: the worker's name (RETRAIN_WORKER_NAME, e.g. a Celery worker) or the host.
     worker: str | None = None
+    # What it cost (core/cost.py): cpu_seconds, peak_rss_mb, accelerator_seconds, energy_j, energy_method.
+    cost: dict | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:

@@ -277,6 +277,68 @@ def _performance(perf: dict | None) -> list[str]:
     return out
 
 
+def _cost(spent: dict | None) -> list[str]:
+    """What producing the candidate cost (core/cost.py): totals, per node, and the method."""
+    if not spent:
+        return []
+    method = spent.get("energy_method") or "?"
+    how = ("measured by the CPU's RAPL energy counters (the whole machine while each node ran)" if method == "rapl"
+           else "estimated (no energy counter readable here): CodeCarbon's method, the CPU's TDP shared by its cores"
+                " per CPU-second, plus 0.375 W per GB of peak memory, plus each GPU's board power per GPU-second"
+           if method == "tdp-estimate" else method)
+    rows = [("CPU", _e(f"{spent['cpu_seconds']:.1f} CPU-seconds")),
+            ("accelerators", _e(f"{spent.get('accelerator_seconds') or 0:.1f} GPU-seconds")),
+            ("peak memory", _e(f"{spent['peak_rss_mb']:.0f} MB (largest node)") if spent.get("peak_rss_mb") else "not measured"),
+            ("energy", _e(f"{spent['energy_j'] / 1000:.2f} kJ ({spent['energy_j'] / 3.6e6 * 1000:.3f} Wh), {how}"))]
+    nodes = spent.get("nodes") or {}
+    table = ("<details><summary>per node</summary><table><tr><th>node</th><th>wall s</th><th>CPU-s</th><th>peak MB</th>"
+             "<th>GPU-s</th><th>energy J</th></tr>" + "".join(
+                 f"<tr><td>{_e(n)}</td><td>{_e(c.get('wall_seconds'))}</td><td>{_e(c.get('cpu_seconds'))}</td>"
+                 f"<td>{_e(c.get('peak_rss_mb'))}</td><td>{_e(c.get('accelerator_seconds'))}</td><td>{_e(c.get('energy_j'))}</td></tr>"
+                 for n, c in nodes.items()) + "</table></details>") if nodes else ""
+    return ["<h2>Cost of this candidate</h2>", _table(rows), table]
+
+
+def _scorecard(card: dict | None) -> list[str]:
+    """The ML Test Score (governance/scorecard.py): each test's status and evidence."""
+    if not card:
+        return []
+    sums = ", ".join(f"{s} {card['sections'][s]:g}" for s in card["sections"])
+    rows = "".join(
+        f"<tr><td>{_e(t['section'])} {t['number']}</td><td>{_e(t['title'])}</td>"
+        f"<td class='{'bad' if t['status'] in ('missing', 'automated-failing') else ''}'>{_e(t['status'])}</td>"
+        f"<td>{_e(_evidence(t['evidence']))}</td></tr>" for t in card["tests"])
+    return [f"<h2>ML Test Score: {card['score']:g}</h2><p>From {card['runs']} run record(s) of this pipeline;"
+            f" section sums {_e(sums)}, the score is the smallest. Automated (passing or failing) scores 1,"
+            " manual 0.5, missing 0 (docs/guides/scorecard.md).</p>"
+            "<details><summary>the 28 tests and their evidence</summary><table><tr><th>test</th><th>what</th>"
+            f"<th>status</th><th>evidence</th></tr>{rows}</table></details>"]
+
+
+def _evidence(e: dict) -> str:
+    if e.get("procedure"):
+        return f"by hand: {e['procedure']}"
+    if e.get("check"):
+        where = f"run {e['run']}" if e.get("run") else "ML Metadata"
+        return f"{where}: {e['check']}: {e.get('detail')}"
+    return e.get("detail") or ""
+
+
+def _feature_policy(policy: dict | None) -> list[str]:
+    """The feature policy in force (core/feature_policy.py): what no model may use and why,
+    the sensitive features, and what request logs keep."""
+    if not policy:
+        return ["<h2>Feature policy</h2><p class=bad>No feature policy: every feature may be used by the model,"
+                " and request logs keep every feature as it is (config key feature_policy).</p>"]
+    rows = [("policy", _e(f"{policy.get('path')} (sha256 {policy.get('sha256')}), {policy.get('features')} features"))]
+    rows += [(f"forbidden in the model: {f}", _e(why)) for f, why in (policy.get("forbidden") or {}).items()]
+    rows.append(("sensitive (values never printed)",
+                 _e(", ".join(f"{f} ({c})" for f, c in (policy.get("sensitive") or {}).items()) or "none")))
+    rows.append(("request logs: hashed (keyed)", _e(", ".join(policy.get("logged_hashed") or []) or "none")))
+    rows.append(("request logs: never written", _e(", ".join(policy.get("not_logged") or []) or "none")))
+    return ["<h2>Feature policy</h2>", _table(rows)]
+
+
 def _simple_baseline(check: dict | None, fitted: dict | None) -> list[str]:
     """A simpler model is not better: the candidate against the linear model fitted beside
     it (the Evaluator's comparison), and the trivial predictor for reference (the Trainer's)."""
@@ -505,6 +567,14 @@ def render(r: dict) -> str:
         charts = [_distribution(f, base.get(f["name"]), data.get("span"), data.get("baseline_span")) for f in data["features"]]
         out.append("<h2>Feature distributions (train split), current vs previous span</h2><div class=grid>"
                    + "".join(f"<div class=card>{c}</div>" for c in charts if c) + "</div>")
+        redacted = [f for f in data["features"] if f.get("redacted")]
+        if redacted:
+            out.append("<p>Not drawn, by the feature policy (values of sensitive features are never printed): "
+                       + _e(", ".join(f"{f['name']} ({f['redacted']}; {f.get('unique', '?')} distinct,"
+                                      f" {f.get('missing')} missing)" for f in redacted)) + "</p>")
+    out += _feature_policy(r.get("feature_policy"))
+    out += _cost(r.get("cost"))
+    out += _scorecard(r.get("scorecard"))
     if r.get("transform") or r.get("trainer"):
         out.append("<h2>Transform and Trainer settings</h2><pre>" + _e(json.dumps({"transform": r.get("transform"), "trainer": r.get("trainer")}, indent=2, default=str)) + "</pre>")
     training = r.get("training")

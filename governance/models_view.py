@@ -155,6 +155,10 @@ def _span_entry(report: dict, rolled_back: set, quarantined: dict) -> dict:
         "blessed": report.get("blessed"),
         "approval_pending": outcome == outcomes.AWAITING_APPROVAL,
         "generated_at": report.get("generated_at"),
+        # What the run cost (core/cost.py): CPU-seconds, energy and how it was had.
+        "cost": ({k: (report.get("cost") or {}).get(k) for k in ("cpu_seconds", "accelerator_seconds", "energy_j",
+                                                               "peak_rss_mb", "energy_method")}
+                 if report.get("cost") else None),
     }
 
 

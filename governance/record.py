@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any
 
+from core import cost as cost_lib
 from core import files, layout
 from core import nodes as N
 from core import outcome as outcomes
@@ -47,6 +48,8 @@ class NodeState:
     error: str | None = None
     gate_stopped: bool = False
     approval_pending: bool = False
+    # What it cost (core/cost.py), from its execution in MLMD or the runner's result.
+    cost: dict | None = None
 
 
 @dataclasses.dataclass
@@ -79,6 +82,10 @@ class RunRecord:
     backfilled_spans: list[int] = dataclasses.field(default_factory=list)
     # Each Beam node's runner profile and why (run.json; pipelines/beam.py).
     beam: dict = dataclasses.field(default_factory=dict)
+    # The feature policy in force for the run (policy_summary), None where the config has none.
+    feature_policy: dict | None = None
+    # What producing this candidate cost (core/cost.total over its nodes), None before any was measured.
+    cost: dict | None = None
     outcome: Outcome = Outcome(outcomes.NOT_PUSHED)
 
     @property
@@ -132,6 +139,44 @@ def split_row_counts(statistics_uri: str) -> dict[str, int]:
         if ds is not None:
             rows[entry[len("Split-"):]] = int(ds.num_examples)
     return rows
+
+
+def policy_summary(policy: dict | None) -> dict | None:
+    """What the record keeps of the feature policy in force (core/feature_policy.py's
+    to_dict): its source and digest, and per decision the features it names."""
+    from core import feature_policy as policy_lib
+
+    if not policy:
+        return None
+    parsed = policy_lib.parse({"features": policy.get("features") or {}}, policy.get("source") or "feature policy")
+    return {**parsed.summary(), "sha256": policy.get("sha256")}
+
+
+# What a report may print of a sensitive feature (feature_policy: pii other than none):
+# counts, never values (top values, min, max, histogram bounds, quantiles).
+_SAFE_KEYS = ("name", "kind", "missing", "unique", "zeros")
+
+
+def redact(features: list[dict], policy: dict | None) -> list[dict]:
+    """`feature_summary` entries with the sensitive features' values taken out (marked
+    `redacted` with their pii class)."""
+    sensitive = (policy or {}).get("sensitive") or {}
+    return [f if f["name"] not in sensitive else {**{k: v for k, v in f.items() if k in _SAFE_KEYS},
+                                                  "redacted": sensitive[f["name"]]}
+            for f in features]
+
+
+def redact_anomalies(report: dict, policy: dict | None) -> dict:
+    """A gate or skew report with the TFDV descriptions of sensitive features' anomalies
+    withheld (they quote unexpected values)."""
+    sensitive = (policy or {}).get("sensitive") or {}
+    if not sensitive or not report.get("anomalies"):
+        return report
+    anomalies = [a if a.get("feature") not in sensitive else
+                 {**a, "reasons": [{**x, "description": f"withheld: {a['feature']} is {sensitive[a['feature']]}"
+                                                        " (feature policy)"} for x in a.get("reasons") or []]}
+                 for a in report["anomalies"]]
+    return {**report, "anomalies": anomalies}
 
 
 def feature_summary(dataset) -> list[dict]:
@@ -405,7 +450,8 @@ def _node_states(mlmd_nodes: dict[str, NodeRun], results: list[NodeResult] | Non
     states: dict[str, NodeState] = {}
     for r in results or []:
         states[r.node_id] = NodeState(r.node_id, r.status, r.execution_id, seconds=round(r.seconds, 1),
-                                      error=r.error, gate_stopped=r.gate_stopped, approval_pending=r.approval_pending)
+                                      error=r.error, gate_stopped=r.gate_stopped, approval_pending=r.approval_pending,
+                                      cost=r.cost)
     for node_id, n in mlmd_nodes.items():
         state = states.get(node_id)
         if state is None:
@@ -415,6 +461,9 @@ def _node_states(mlmd_nodes: dict[str, NodeRun], results: list[NodeResult] | Non
         state.state = n.state
         state.started = _time(n.execution.create_time_since_epoch)
         state.execution_id = state.execution_id or n.execution.id
+        recorded = {k[len("cost_"):]: v for k, v in props(n.execution).items() if k.startswith("cost_")}
+        if recorded and not state.cost:
+            state.cost = recorded
     return states
 
 
@@ -456,7 +505,7 @@ def classify(record: RunRecord) -> Outcome:
 
 def read(store, pipeline: str, pipeline_root: str, run_id: str,
          results: list[NodeResult] | None = None, backfilled: list[int] | None = None,
-         span: int | None = None, beam: dict | None = None) -> RunRecord:
+         span: int | None = None, beam: dict | None = None, feature_policy: dict | None = None) -> RunRecord:
     """The record of a run, from MLMD, the artifacts and (if given) the runner's node results.
 
     Raises:
@@ -466,7 +515,8 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     if not mlmd_nodes and not results:
         raise LookupError(f"MLMD has no run {run_id!r} of pipeline {pipeline!r}")
     r = RunRecord(pipeline, run_id, _node_states(mlmd_nodes, results), data={"span": span, "rows": None},
-                  backfilled_spans=list(backfilled or []), beam=dict(beam or {}))
+                  backfilled_spans=list(backfilled or []), beam=dict(beam or {}),
+                  feature_policy=policy_summary(feature_policy))
     nodes = mlmd_nodes  # MLMD's executions by node id; r.nodes merges in the runner's results
 
     gen = next((nodes[k] for k in N.EXAMPLE_GENS if k in nodes), None)
@@ -478,7 +528,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     if stats_artifact is not None:
         r.data["rows"] = split_row_counts(stats_artifact.uri)
         current = _read_stats(stats_artifact.uri, "train")
-        r.data["features"] = feature_summary(current) if current else []
+        r.data["features"] = redact(feature_summary(current), r.feature_policy) if current else []
         r.data["statistics_uri"] = stats_artifact.uri
 
     schema_node = nodes.get(N.SCHEMA_GEN)
@@ -495,19 +545,19 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
             path = next((x.gate_report for x in results if x.node_id == N.DATA_GATE and x.gate_report), None)
         gate_report = _read_json(path)
         if gate_report is not None:
-            r.data_gate = {**gate_report, "report": path}
+            r.data_gate = {**redact_anomalies(gate_report, r.feature_policy), "report": path}
             baseline = (gate.inputs.get("baseline") or [None])[0]
             if baseline is not None:
                 base = read_stats_file(os.path.join(baseline.uri, "FeatureStats.pb"))
                 r.data["baseline_span"] = props(baseline).get("span")
-                r.data["baseline_features"] = feature_summary(base) if base else []
+                r.data["baseline_features"] = redact(feature_summary(base), r.feature_policy) if base else []
 
     skew = nodes.get(N.SERVING_SKEW)
     if skew is not None:
         path = _report_path(skew, layout.SKEW_REPORT, pipeline_root, layout.SKEW_STOPPED_DIR)
         skew_report = _read_json(path)
         if skew_report is not None:
-            r.serving_skew = {**skew_report, "report": path}
+            r.serving_skew = {**redact_anomalies(skew_report, r.feature_policy), "report": path}
 
     r.quarantine = _quarantine(store, pipeline, r.span)
 
@@ -578,6 +628,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     lite = nodes.get(N.TFLITE_EXPORT)
     if lite is not None and lite.output("exports") is not None:
         r.tflite = _read_json(os.path.join(lite.output("exports").uri, "tflite_export.json"))
+    r.cost = cost_lib.total({k: n.cost for k, n in r.nodes.items()})
     r.outcome = classify(r)
     if not r.push.get("pushed"):
         r.push = {"pushed": False, "reason": r.outcome.reason}
@@ -660,4 +711,5 @@ def read_folder(folder: str, store=None) -> RunRecord:
     if store is None:
         store = metadata.open_store(where, readonly=True)
     return read(store, info["pipeline"], pipeline_root, info["run_id"],
-                run_folder.read_results(folder), info.get("backfilled_spans"), info.get("span"), info.get("beam"))
+                run_folder.read_results(folder), info.get("backfilled_spans"), info.get("span"), info.get("beam"),
+                info.get("feature_policy"))

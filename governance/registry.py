@@ -78,6 +78,8 @@ def candidates(store, pipeline: str, pipeline_root: str, workdir: str, model_nam
             # Which runtime built it: its CycloneDX SBOM's digest and key package versions.
             "runtime": {"sbom_sha256": mp.get("runtime_sbom_sha256"), "versions": mp.get("runtime_versions")}
             if mp.get("runtime_sbom_sha256") else None,
+            # What producing it cost (core/cost.py), totals over the run's nodes.
+            "cost": {k: v for k, v in (rep.get("cost") or {}).items() if k != "nodes"} or None,
             "report_html": os.path.join(folder, layout.REPORT_HTML), "report_json": os.path.join(folder, layout.REPORT_JSON),
         })
     return rows
@@ -115,7 +117,7 @@ def _pushed_version(store, model) -> int | None:
 
 def format_table(rows: list[dict]) -> str:
     head = (f"{'model':>5} {'version':>11} {'span':>6} {'metrics':<34} {'blessed':<7} {'pushed':<6} {'serving':<7} "
-            f"{'rolled back':<11} {'runtime sbom':<12} report")
+            f"{'rolled back':<11} {'runtime sbom':<12} {'cost (CPU-s, kJ)':<22} report")
     lines = [head]
     for r in rows:
         metrics = ", ".join(f"{k} {v}" for k, v in r["metrics"].items()) or "-"
@@ -123,9 +125,17 @@ def format_table(rows: list[dict]) -> str:
             f"{r['model_id']:>5} {r['pushed_version'] or '-'!s:>11} {r['span']!s:>6} {metrics:<34} "
             f"{_flag(r['blessed']):<7} {_flag(r['pushed_version'] is not None):<6} "
             f"{'canary' if r.get('canary_now') else _flag(r['served_now']):<7} "
-            f"{_flag(r['rolled_back']):<11} {(r['runtime'] or {}).get('sbom_sha256', '-')[:12]:<12} {r['report_html']}"
+            f"{_flag(r['rolled_back']):<11} {(r['runtime'] or {}).get('sbom_sha256', '-')[:12]:<12} "
+            f"{_cost_cell(r.get('cost')):<22} {r['report_html']}"
         )
     return "\n".join(lines)
+
+
+def _cost_cell(spent: dict | None) -> str:
+    if not spent:
+        return "-"
+    method = "est." if spent.get("energy_method") == "tdp-estimate" else spent.get("energy_method")
+    return f"{spent['cpu_seconds']:.0f} CPU-s, {spent['energy_j'] / 1000:.1f} kJ {method}"
 
 
 def _flag(v: Any) -> str:

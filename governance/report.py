@@ -18,7 +18,7 @@ import os
 import shutil
 
 from core import files, layout
-from governance import model_card
+from governance import model_card, scorecard
 from governance.record import RunRecord
 from serving.repository import signing
 
@@ -37,13 +37,17 @@ def build(record: RunRecord) -> dict:
 
 
 def write(record: RunRecord, pipeline_root: str, sign_with: signing.SigningKey | None = None,
-          model_card_settings: dict | None = None) -> dict:
+          model_card_settings: dict | None = None, scorecard_context: dict | None = None) -> dict:
     """Writes report.json and report.html (and, for a pushed model with `model_card_settings`,
     model_card.json), copies them beside the pushed SavedModel (signed with `sign_with`
     where the version is signed); returns {"json": path, "html": path, "report": dict, ...}."""
     from governance import html
 
     report = build(record)
+    if scorecard_context is not None:
+        # The ML Test Score from this run's record and the pipeline's earlier ones.
+        earlier = [r for r in scorecard.read_reports(pipeline_root) if r.get("run_id") != record.run_id]
+        report["scorecard"] = scorecard.compute([report, *earlier], scorecard_context)
     folder = layout.report_dir(pipeline_root, record.run_id)
     paths = {"json": os.path.join(folder, layout.REPORT_JSON), "html": os.path.join(folder, layout.REPORT_HTML)}
     if model_card_settings is not None and report["push"].get("pushed"):

@@ -30,7 +30,7 @@ from components.tflite_export.component import TFLiteExport
 from components.tfx_v1 import tfx
 from components.trainer.component import Trainer
 from components.tuner.component import Tuner
-from core import layout, metadata, nodes, spans, tasks
+from core import feature_policy, layout, metadata, nodes, spans, tasks
 from pipelines import beam as beam_lib
 from pipelines import config as config_lib
 from pipelines.config import PROJECT_SETUP_FILE, PipelineConfig
@@ -415,6 +415,9 @@ def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
             "trainer": {"backup_root": config.trainer_backup_root, **config.trainer},
             "simple_baseline": config.simple_baseline_settings.to_dict(),
             "importance": config.importance_settings.to_dict(),
+            # Carried inside the SavedModel: the served version's request logs follow it.
+            "feature_policy": (feature_policy.to_dict(config.feature_policy_settings)
+                               if config.feature_policy is not None else None),
         },
     )
 

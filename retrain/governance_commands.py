@@ -22,6 +22,13 @@ def add_parsers(sub) -> None:
     models.add_argument("--model", help="model name (default: the config's)")
     models.add_argument("--json", action="store_true")
 
+    card = sub.add_parser("scorecard", help="the ML Test Score's 28 tests, each from this pipeline's run records:"
+                                            " automated (passing or failing), manual or missing; section sums, score")
+    card.add_argument("--pipeline", default="taxi", help="pipelines/<PIPELINE>/config.yaml (default taxi)")
+    card.add_argument("--config", help="a config file instead of --pipeline's")
+    card.add_argument("--workdir", default="work")
+    card.add_argument("--json", action="store_true")
+
     view = sub.add_parser("view", help="what the Models view in Airflow shows for a pipeline (JSON): serving, "
                                        "spans, versions, alerts, quarantine")
     view.add_argument("--pipeline", action="append", required=True, help="repeatable")
@@ -135,4 +142,20 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-COMMANDS = {"report": cmd_report, "models": cmd_models, "view": cmd_view, "lineage": cmd_lineage, "approve": cmd_approve}
+def cmd_scorecard(args: argparse.Namespace) -> int:
+    from governance import scorecard
+
+    path = args.config or options.pipeline_config_path(args.pipeline)
+    if not os.path.exists(path):
+        raise BadInput(f"no pipeline {args.pipeline!r}: {path} does not exist")
+    config = options.load_config(path, workdir=args.workdir)
+    store = _store(config) if config.metadata_store.exists() else None
+    card = scorecard.compute(scorecard.read_reports(config.pipeline_root), scorecard.context(config, store))
+    if args.json:
+        sys.stdout.write(json.dumps(card, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(scorecard.format_text(card) + "\n")
+    return exit_codes.OK
+
+
+COMMANDS = {"scorecard": cmd_scorecard, "report": cmd_report, "models": cmd_models, "view": cmd_view, "lineage": cmd_lineage, "approve": cmd_approve}

@@ -50,6 +50,9 @@ def cmd_new(args: argparse.Namespace) -> int:
                           + (", derived: " + ", ".join(f"{c} ({k})" for c, k in found["derived"].items())
                              if found["derived"] else "")
                           if found else "none found (span_consistency is left for you to declare)"))
+    if plan.identifiers:
+        say(f"feature policy: {', '.join(plan.identifiers)} look like personal data or identifiers: forbidden in the"
+            f" model and dropped from request logs (schemas/{plan.name}/feature_policy.yaml: review it)")
     advice = plan.eval_size.advice()
     if advice:
         say(f"warning: {advice}")

@@ -107,6 +107,8 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             sys.stdout.write(f"  decided {past['decided_at']} by {past['decided_by']}: {past['action']} canary "
                              f"{past['canary_version']} (stable {past['stable_version']}): {past['reason']}\n")
         return exit_codes.OK
+    if command == "decide" and not args.dry_run:
+        apply_retention(config)
     try:
         decision = controller.measure(config.workdir, config.model_name, config.task, settings)
     except feedback.FeedbackError as e:
@@ -146,6 +148,18 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     rollout_reports.refresh(config, (decision.canary, decision.stable), log=lambda m: sys.stderr.write(m + "\n"))
     _print(decision, args.json)
     return exit_codes.OK
+
+
+def apply_retention(config) -> list[str]:
+    """The pipeline's retention period on its feedback files and request logs (core/retention.py)."""
+    from core import retention
+
+    days = config.retention_settings.max_age_days
+    deleted = retention.apply(config.workdir, config.model_name, days)
+    if deleted:
+        sys.stderr.write(f"retention: deleted {len(deleted)} file(s) older than {days:g} days; each is listed in"
+                         " deletions.jsonl beside it\n")
+    return deleted
 
 
 def _simulate(args, config) -> int:

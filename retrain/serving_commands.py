@@ -72,6 +72,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             os.makedirs(_serving_root(args), exist_ok=True)
             model_config.write(config, config_path)
         _request_log_defaults(args, pipeline, config, config_path)
+        if args.request_log_max_age_days is None:
+            args.request_log_max_age_days = pipeline.retention_settings.max_age_days
     if args.require_signed and not args.trusted_key:  # the key the pipeline's pushes are signed with
         from serving.repository import signing
 

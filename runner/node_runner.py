@@ -21,7 +21,7 @@ from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate.component import is_gate_stop
 from components.serving_skew.executor import is_skew_stop
-from core import files, keras_env, metadata_queries
+from core import cost, files, keras_env, metadata_queries
 from core import metadata as core_metadata
 from core.results import FAILED, NodeResult
 from runner import beam_fixes
@@ -103,12 +103,23 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
         executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
         custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
     )
-    info = component_launcher.launch()
+    # What it cost (core/cost.py): on the execution in MLMD and the node's result; a failed
+    # node's cost rides its exception (`node_cost`) into the failed result the caller writes.
+    failure = None
+    with cost.measure() as spent:
+        try:
+            info = component_launcher.launch()
+        except Exception as e:  # noqa: BLE001  re-raised below, once the cost is known
+            failure = e
+    if failure is not None:
+        failure.node_cost = dict(spent)
+        raise failure
     seconds = (dt.datetime.now() - start).total_seconds()
     if info is None or info.execution_id is None:
         return NodeResult(node_id, "skipped", seconds=seconds)
     with metadata.Metadata(connection_config) as m:
         [execution] = m.store.get_executions_by_id([info.execution_id])
+        _put_cost(m.store, execution, spent)
         status = "cached" if execution.last_known_state == _STATE.CACHED else "complete"
         if not execution_lib.is_execution_successful(execution):
             status = FAILED
@@ -119,7 +130,20 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
             outputs=_artifacts(m.store, info.execution_id, metadata_queries.OUTPUT_EVENTS),
             inputs=_artifacts(m.store, info.execution_id, metadata_queries.INPUT_EVENTS),
             seconds=seconds,
+            cost=dict(spent),
         )
+
+
+def _put_cost(store, execution, spent: dict) -> None:
+    """The node's cost as custom properties of its execution (`cost_<figure>`)."""
+    for key, value in spent.items():
+        if value is None:
+            continue
+        if isinstance(value, str):
+            execution.custom_properties[f"cost_{key}"].string_value = value
+        else:
+            execution.custom_properties[f"cost_{key}"].double_value = float(value)
+    store.put_executions([execution])
 
 
 _MAX_ERROR_CHARS = 1500
@@ -154,6 +178,7 @@ def failed_result(node_id: str, error: Exception, seconds: float) -> NodeResult:
         gate_stopped=is_gate_stop(error) or is_skew_stop(error),
         gate_report=getattr(error, "report_path", None),
         approval_pending=type(error).__name__ == "ApprovalPending",
+        cost=getattr(error, "node_cost", None),
     )
 
 

@@ -228,7 +228,17 @@ def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) ->
         # How each Beam node runs (pipelines/beam.py), and why: for the summary and the report.
         "beam": {node: {"profile": c.profile, "reason": c.reason, "args": list(c.args)}
                  for node, c in beam_choices(config).items()},
+        # The feature policy in force (core/feature_policy.py): the record shows it and never
+        # prints the raw values of a sensitive feature.
+        "feature_policy": _feature_policy(config),
     }
+
+
+def _feature_policy(config: PipelineConfig) -> dict | None:
+    from core import feature_policy
+
+    policy = config.feature_policy_settings
+    return feature_policy.to_dict(policy) if policy is not None else None
 
 
 class StaleTemplate(RuntimeError):
@@ -319,10 +329,17 @@ def write_report(folder: str, config: PipelineConfig | None = None) -> dict:
 
 def _write_report(record, pipeline_root: str, config: PipelineConfig | None) -> dict:
     from governance import report as report_lib
+    from governance import scorecard
 
     key = signing.resolve_key(config.signing_key, config.workdir) if config and config.signing_enabled else None
+    context = None
+    if config is not None:
+        from core import metadata
+
+        store = metadata.open_store(config.metadata_store, readonly=True) if config.metadata_store.exists() else None
+        context = scorecard.context(config, store)
     return report_lib.write(record, pipeline_root, sign_with=key,
-                            model_card_settings=dict(config.model_card) if config else None)
+                            model_card_settings=dict(config.model_card) if config else None, scorecard_context=context)
 
 
 def run_locally(config: PipelineConfig, run_id: str, log: Callable[[str], None],

@@ -80,6 +80,8 @@ class Plan:
     schema_text: str = ""
     # The event time and the fields derived from it, when the data has one (the config's block).
     span_consistency: dict | None = None
+    # Columns that look like personal data or identifiers: column -> (pii class, why).
+    identifiers: dict = dataclasses.field(default_factory=dict)
 
     @property
     def targets(self) -> dict[str, str]:
@@ -321,6 +323,55 @@ def _skewness(x) -> float:
     return 0.0 if std == 0 else float(((x - x.mean()) ** 3).mean() / std**3)
 
 
+# Column names that say what they hold (tokens of the name, split at _ - . and case):
+# personal data, and identifiers of a person, an account or a device.
+_PERSONAL_TOKENS = {"email", "mail", "phone", "mobile", "tel", "name", "firstname", "lastname", "surname", "fullname",
+                    "ssn", "passport", "address", "street", "zip", "zipcode", "postcode", "postal", "dob", "birth",
+                    "birthdate", "birthday", "iban", "ip"}
+_IDENTIFIER_TOKENS = {"id", "ids", "uuid", "guid", "account", "user", "username", "login", "customer", "client",
+                      "patient", "member", "device", "imei", "license", "licence", "plate", "vin"}
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$", re.I)
+_PHONE_RE = re.compile(r"^\+?[\d ()./-]{7,}$")
+_IPV4_RE = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+# A column this unique across rows (and with at least this many rows) names rows, not a property.
+_UNIQUE_SHARE = 0.9
+_UNIQUE_MIN_ROWS = 50
+
+
+def _name_tokens(column: str) -> set[str]:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", column)
+    return {t for t in re.split(r"[^a-zA-Z0-9]+", spaced.lower()) if t}
+
+
+def identifiers(frame, types: dict[str, str], label: str) -> dict[str, tuple[str, str]]:
+    """Columns whose names or values look like personal data or identifiers: column ->
+    (pii class, why). `retrain new` forbids them in the model and keeps them out of request
+    logs until a person decides otherwise (the feature policy it writes)."""
+    out = {}
+    for column in frame.columns:
+        if column == label:
+            continue
+        tokens = _name_tokens(column)
+        values = frame[column].dropna()
+        text = values.astype(str).str.strip()
+        sample = text.head(1000)
+        if tokens & _PERSONAL_TOKENS:
+            out[column] = ("personal", f"its name ({', '.join(sorted(tokens & _PERSONAL_TOKENS))}) says personal data")
+        elif tokens & _IDENTIFIER_TOKENS:
+            out[column] = ("pseudonymous", f"its name ({', '.join(sorted(tokens & _IDENTIFIER_TOKENS))}) says an"
+                                           " identifier")
+        elif len(sample) and sample.str.match(_EMAIL_RE).mean() > 0.5:
+            out[column] = ("personal", "its values are e-mail addresses")
+        elif len(sample) and types.get(column) == "BYTES" and sample.str.match(_IPV4_RE).mean() > 0.5:
+            out[column] = ("personal", "its values are IP addresses")
+        elif len(sample) and types.get(column) == "BYTES" and sample.str.match(_PHONE_RE).mean() > 0.5:
+            out[column] = ("personal", "its values look like phone numbers")
+        elif (len(values) >= _UNIQUE_MIN_ROWS and types.get(column) == "BYTES"
+              and values.nunique() >= _UNIQUE_SHARE * len(values)):
+            out[column] = ("pseudonymous", f"{values.nunique()} distinct values in {len(values)} rows: it names rows")
+    return out
+
+
 def _classify_columns(frame, types: dict[str, str], label: str) -> dict:
     out = {"numeric": [], "bucket": [], "categorical": {}, "vocab": [], "left_out": {}}
     for column in frame.columns:
@@ -416,7 +467,10 @@ def plan(root: str, name: str, data_root: str, label: str, task: str | None = No
     types = _schema_types(schema_text)
     label_values = frame[label].dropna()
     chosen, reason = _choose_task(label, label_values, types[label], task)
-    columns = _classify_columns(frame, types, label)
+    ids = identifiers(frame, types, label)
+    columns = _classify_columns(frame.drop(columns=list(ids)), types, label)
+    for column, (pii, why) in ids.items():
+        columns["left_out"][column] = f"{why}: forbidden in schemas/{name}/feature_policy.yaml ({pii})"
     if not (columns["numeric"] or columns["bucket"] or columns["categorical"] or columns["vocab"]):
         raise NewPipelineError(f"no column besides the label {label!r} varies: there are no features to learn from")
     small = [c for c in columns["vocab"] + list(columns["categorical"]) if 2 <= frame[c].nunique() <= 12]
@@ -429,6 +483,7 @@ def plan(root: str, name: str, data_root: str, label: str, task: str | None = No
         vocab=columns["vocab"], left_out=columns["left_out"], slices=small[:1],
         groups=small[:3],
         thresholds=_thresholds(chosen, label_values), schema_text=schema_text, span_consistency=consistency,
+        identifiers=ids,
     )
     if chosen == tasks.REGRESSION:
         y = _numbers(label_values).astype(float)
@@ -543,7 +598,31 @@ def render(p: Plan) -> dict[str, str]:
                      "model.py.tmpl", "config.yaml.tmpl")}
     out[os.path.join("dags", f"{p.name}_retraining.py")] = _render("dag.py.tmpl", **values)
     out[os.path.join("schemas", p.name, "schema.pbtxt")] = _schema_header(p) + p.schema_text
+    out[os.path.join("schemas", p.name, "feature_policy.yaml")] = feature_policy_text(p)
     return out
+
+
+def feature_policy_text(p: Plan) -> str:
+    """The generated feature policy (core/feature_policy.py): every column of the schema,
+    those that look like personal data or identifiers forbidden in the model and dropped
+    from request logs, the rest allowed and kept; a person reviews it."""
+    import yaml
+
+    features = {}
+    for column in _schema_types(p.schema_text):
+        if column in p.identifiers:
+            pii, why = p.identifiers[column]
+            features[column] = {"pii": pii, "use_in_model": "forbidden", "log": "drop",
+                                "reason": f"retrain new: {why}; review before allowing it"}
+        else:
+            features[column] = {"pii": "none", "use_in_model": "allowed", "log": "keep"}
+    header = (f"# The {p.name} pipeline's feature policy, written by `retrain new` (core/feature_policy.py):\n"
+              "# per column, its pii class (none, pseudonymous, personal, special), whether a model may use\n"
+              "# it and what request logs keep of it (keep, hash under RETRAIN_LOG_HASH_KEY, drop). Columns\n"
+              "# whose names or values look like personal data or identifiers start forbidden and\n"
+              "# dropped; every other column starts allowed and kept. Review each entry: this is a\n"
+              "# governance decision, not a default to trust.\n")
+    return header + yaml.safe_dump({"features": features}, sort_keys=False, width=120)
 
 
 def _consistency_block(found: dict | None) -> str:

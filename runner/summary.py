@@ -23,6 +23,7 @@ _GATE_KEYS = ("passed", "blocking_features", "anomalies", "drift", "completeness
               "baseline_span", "report", "domain_opt_out", "no_domain")
 
 _SKEW_KEYS = ("checked", "passed", "action", "skewed_features", "anomalies", "reason", "served_version", "training_span",
+              "not_compared",
               "logged_requests", "examples", "report")
 
 
@@ -85,6 +86,12 @@ def build_summary(record: RunRecord) -> dict:
         "runtime_changed": (((record.evaluation or {}).get("significance") or {}).get("runtime") or {}).get("lines")
         or None if record.blessed else None,
         "error": record.error,
+        # What the run cost (core/cost.py): totals over its nodes, and how energy was had.
+        "cost": ({k: v for k, v in record.cost.items() if k != "nodes"} if record.cost else None),
+        # The feature policy in force (core/feature_policy.py): forbidden, sensitive, logged.
+        "feature_policy": ({k: record.feature_policy.get(k) for k in ("path", "sha256", "forbidden", "sensitive",
+                                                                       "logged_hashed", "not_logged")}
+                           if record.feature_policy else None),
     }
     if record.approval:
         summary["approval"] = {k: record.approval.get(k) for k in ("decision", "reviewer", "comment", "decided_at")}
@@ -105,6 +112,18 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  wall time        {summary['seconds']} s")
     if summary["backfilled_spans"]:
         lines.append(f"  backfilled       {', '.join(map(str, summary['backfilled_spans']))}")
+    spent = summary.get("cost")
+    if spent:
+        lines.append(f"  cost             {spent['cpu_seconds']:.1f} CPU-s"
+                     + (f", {spent['accelerator_seconds']:.1f} GPU-s" if spent.get("accelerator_seconds") else "")
+                     + (f", peak {spent['peak_rss_mb']:.0f} MB" if spent.get("peak_rss_mb") else "")
+                     + f", {spent['energy_j'] / 1000:.2f} kJ ({spent['energy_method']})")
+    policy = summary.get("feature_policy")
+    if policy:
+        lines.append(f"  feature policy   {len(policy['forbidden'])} forbidden in the model"
+                     + (f" ({', '.join(policy['forbidden'])})" if policy["forbidden"] else "")
+                     + f", {len(policy['sensitive'])} sensitive, {len(policy['not_logged'])} never logged,"
+                       f" {len(policy['logged_hashed'])} hashed in request logs")
     if summary["rows"]:
         lines.append(
             "  rows             " + ", ".join(f"{k} {v}" for k, v in summary["rows"].items())

@@ -39,7 +39,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
+from core import files
 
 # The distances the gate measures; which applies depends on the feature's statistics.
 # TFDV's Jensen-Shannon divergence (quantile histograms), Kolmogorov-Smirnov, scale change.
@@ -377,14 +377,7 @@ def load(path: str) -> GatePolicy:
     Raises:
       PolicyError: unreadable file or invalid content, naming the field.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise PolicyError(f"cannot read gate policy {path}: {e}") from e
-    except yaml.YAMLError as e:
-        raise PolicyError(f"gate policy {path} is not valid YAML: {e}") from e
-    return from_dict(values, path)
+    return from_dict(files.read_yaml(path, PolicyError, "gate policy"), path)
 
 
 def check_features(policy: GatePolicy, schema_features: list[str]) -> None:

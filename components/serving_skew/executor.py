@@ -10,7 +10,7 @@ from typing import Any
 from components.resolvers.served_statistics import served_version
 from components.resolvers.span_window import span_of
 from components.serving_skew.settings import ACTIONS  # noqa: F401  (block, warn, off)
-from core import files, layout
+from core import feature_policy, files, layout
 
 logger = logging.getLogger(__name__)
 
@@ -60,19 +60,21 @@ def serving_features(schema) -> list[str]:
     return sorted(out)
 
 
-def evaluate_skew(serving_stats, training_stats, schema, policy, baseline: str) -> dict:
+def evaluate_skew(serving_stats, training_stats, schema, policy, baseline: str, exclude=()) -> dict:
     """The pure comparison: the traffic against the schema in its SERVING environment (a type
     change, a value outside its domain, a required feature no longer sent: the data gate's
-    schema checks), and every measure of every served feature against the gate's limits."""
+    schema checks), and every measure of every served feature against the gate's limits.
+    `exclude`: features the request logs do not keep as sent (the feature policy drops or
+    hashes them): not compared."""
     import tensorflow_data_validation as tfdv
 
     from components.data_gate import measures
     from components.data_gate.component import anomaly_entries, completeness_checks, drift_checks
 
-    features = serving_features(schema)
+    features = [f for f in serving_features(schema) if f not in exclude]
     environment = SERVING if SERVING in schema.default_environment else None
-    anomalies = anomaly_entries(tfdv.validate_statistics(serving_stats, schema, environment=environment),
-                                "serving", "schema")
+    anomalies = [a for a in anomaly_entries(tfdv.validate_statistics(serving_stats, schema, environment=environment),
+                                            "serving", "schema") if a["feature"] not in exclude]
     measured = measures.measure_pair(serving_stats, training_stats, features)
     skew = drift_checks(measured, policy, {}, baseline)
     completeness = [c for c in completeness_checks(measured, policy, {}, baseline) if c["measure"] != "missing_share"]
@@ -113,7 +115,15 @@ def check(schema, report, training_statistics, training_examples, serving_model_
                 training_statistics.uri, "Split-train", "FeatureStats.pb"))
             limits = gate_policy.from_dict(json.loads(policy)) if policy else gate_policy.GatePolicy()
             baseline = f"training data (span {result['training_span']})"
-            result.update(evaluate_skew(stats, training, schema_proto, limits, baseline), checked=True)
+            # What the served version's request logs do not keep as sent (its feature policy).
+            rules = feature_policy.from_model(os.path.join(serving_model_dir, str(version)))
+            not_kept = {f: rules.log_action(f) for f in serving_features(schema_proto)
+                        if rules is not None and rules.log_action(f) != "keep"}
+            if not_kept:
+                result["not_compared"] = {f: f"{'dropped from' if a == 'drop' else 'hashed in'} request logs by the"
+                                             " feature policy" for f, a in not_kept.items()}
+            result.update(evaluate_skew(stats, training, schema_proto, limits, baseline, exclude=set(not_kept)),
+                          checked=True)
             result["passed"] = not result["skewed_features"] or action != "block"
             with open(os.path.join(report.uri, STATS_FILE), "wb") as f:
                 f.write(stats.SerializeToString())

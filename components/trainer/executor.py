@@ -9,7 +9,9 @@ the SBOM itself is copied into the SavedModel (`assets.extra/`), so every model 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from typing import Any
 
 from tfx.components.trainer import executor as trainer_executor
@@ -18,7 +20,7 @@ from tfx.utils import path_utils
 
 from components.evaluator import staleness
 from components.trainer import code_version
-from core import sbom
+from core import feature_policy, sbom
 from trainer_toolkit import provenance
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,16 @@ class Executor(trainer_executor.GenericExecutor):
         # next candidate's runtime is compared with it (the Evaluator lists the changes).
         if runtime is not None:
             sbom.copy_into(serving_dir, runtime["path"])
+        # The feature policy it was trained under, inside the SavedModel too: the server's
+        # request log applies the served version's rules (core/feature_policy.py).
+        policy = (json.loads(exec_properties.get("custom_config") or "{}") or {}).get("feature_policy")
+        if policy:
+            target = os.path.join(serving_dir, feature_policy.MODEL_COPY)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as f:
+                json.dump(policy, f, indent=2, sort_keys=True)
+            if policy.get("sha256"):
+                model.set_string_custom_property("feature_policy_sha256", policy["sha256"])
         record = provenance.read(serving_dir)
         if record is None:
             logger.warning("no training provenance beside the SavedModel: run_fn does not use the trainer toolkit")

@@ -20,6 +20,7 @@ from components.serving_check.performance import PerformanceSettings
 from components.serving_skew.settings import SkewSettings
 from components.tflite_export.settings import TFLiteSettings
 from core.airflow_settings import AirflowSettings, AlertSettings
+from core.retention import RetentionSettings
 from core.settings import Settings
 from governance.model_card import ModelCardSettings
 from rollout.settings import RolloutSettings
@@ -46,4 +47,5 @@ BLOCKS: dict[str, type[Settings]] = {
     "model_card": ModelCardSettings,
     "airflow": AirflowSettings,
     "alerts": AlertSettings,
+    "retention": RetentionSettings,
 }

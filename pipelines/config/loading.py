@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from core import files
 from core import settings as settings_lib
 from pipelines.config.schema import ConfigError, PipelineConfig
 from pipelines.config.validation import validate
@@ -24,7 +25,7 @@ _REPLACED = {
     "beam_workers": "beam.workers",
 }
 # Relative to the config file. `workdir` stays relative to where the command runs.
-_PATH_FIELDS = ("data_root", "schema_path", "gate_policy")
+_PATH_FIELDS = ("data_root", "schema_path", "gate_policy", "feature_policy")
 
 
 def from_dict(values: Mapping[str, Any], base_dir: str = ".") -> PipelineConfig:
@@ -58,13 +59,7 @@ def load(path: str, overrides: Mapping[str, Any] | None = None) -> PipelineConfi
     Raises:
       ConfigError: unreadable file or invalid values.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config {path} is not valid YAML: {e}") from e
+    values = files.read_yaml(path, ConfigError, "config")
     if not isinstance(values, dict):
         raise ConfigError(f"config {path} must be a mapping of field: value")
     for key, value in (overrides or {}).items():

@@ -108,6 +108,11 @@ class PipelineConfig:
     # The data gate's calibrated limits (`retrain schema calibrate` writes it; beside the
     # schema). None: the gate's strict defaults, labelled as such in every report.
     gate_policy: str | None = None
+    # The feature policy (core/feature_policy.py; beside the schema): per feature its pii
+    # class, whether a model may use it (a forbidden one named by the pipeline's code refuses
+    # the config) and what request logs keep of it (keep, hash, drop). None: no policy, and
+    # request logs keep every feature, said so in every report.
+    feature_policy: str | None = None
     # Evaluator thresholds: absolute floors, and the largest drop tolerated vs the baseline.
     min_auc: float = 0.7
     min_accuracy: float = 0.6
@@ -151,6 +156,9 @@ class PipelineConfig:
     # new span against the spans it trained on, and its age; a drop past max_drop or an age
     # past max_age_spans raises a `stale` alert. {enabled, max_drop, max_age_spans, min_examples}.
     staleness: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # How long request logs and feedback files are kept (core/retention.py): older ones are
+    # deleted by the server and the rollout's decision task, each deletion logged. {max_age_days}.
+    retention: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Quality across groups (components/evaluator/fairness.py): per slice of each feature in
     # `slices`, Fairness Indicators' rates (binary) or the key metric, and the gap to the
     # overall value; a gap significantly beyond max_gap refuses the candidate, naming the
@@ -270,6 +278,10 @@ class PipelineConfig:
         return self.block("staleness")
 
     @property
+    def retention_settings(self):
+        return self.block("retention")
+
+    @property
     def fairness_settings(self) -> FairnessSettings:
         return self.block("fairness")
 
@@ -284,6 +296,18 @@ class PipelineConfig:
     @property
     def tuning_settings(self) -> TuningSettings:
         return self.block("tuning")
+
+    @property
+    def feature_policy_settings(self):
+        """The feature policy (core/feature_policy.py), or None where the config names none."""
+        from core import feature_policy
+
+        if self.feature_policy is None:
+            return None
+        try:
+            return feature_policy.load(self.feature_policy)
+        except feature_policy.PolicyError as e:
+            raise ConfigError(f"feature_policy: {e}") from e
 
     @property
     def simple_baseline_settings(self) -> SimpleBaselineSettings:

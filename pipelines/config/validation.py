@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+from collections.abc import Mapping
 
 from components.data_gate.consistency import check_features as consistency_check_features
 from core import metadata as metadata_lib
@@ -52,6 +54,7 @@ def validate(config: PipelineConfig) -> None:
     check_span_consistency(config, policy)
     check_fairness(config)
     check_tuning(config)
+    load_feature_policy(config)
 
 
 def check_tuning(config: PipelineConfig) -> None:
@@ -187,6 +190,70 @@ def load_gate_policy(config: PipelineConfig):
     except gate_policy.PolicyError as e:
         raise ConfigError(f"gate_policy: {e}") from e
     return policy
+
+
+def load_feature_policy(config: PipelineConfig):
+    """The feature policy (core/feature_policy.py), checked against the schema and against
+    the pipeline's code: a feature forbidden in the model that the code names refuses the
+    config, naming the feature and where it is used. None where the config names no policy.
+
+    Raises:
+      ConfigError: naming the policy file, the feature and the file and line that uses it.
+    """
+    from core import feature_policy
+
+    if config.feature_policy is None:
+        return None
+    try:
+        policy = feature_policy.load(config.feature_policy)
+        feature_policy.check_features(policy, schema_features(config.schema_path))
+    except feature_policy.PolicyError as e:
+        raise ConfigError(f"feature_policy: {e}") from e
+    if policy.forbidden:
+        uses = forbidden_uses(config, policy.forbidden)
+        if uses:
+            feature, places = next(iter(uses.items()))
+            raise ConfigError(
+                f"feature_policy: feature {feature!r} is forbidden in the model ({policy.forbidden[feature]}) but the"
+                f" pipeline's code uses it: {', '.join(places)}"
+                + (f"; also forbidden and used: {', '.join(list(uses)[1:])}" if len(uses) > 1 else ""))
+    return policy
+
+
+def _code_files(config: PipelineConfig) -> list[str]:
+    """The Python files of the packages holding the pipeline's code (preprocessing_fn,
+    run_fn, label_fn): the pipeline's own package (features.py, preprocessing.py, model.py)."""
+    folders = []
+    for dotted in (config.preprocessing_fn, config.run_fn, config.label_fn):
+        if not dotted:
+            continue
+        try:
+            spec = importlib.util.find_spec(dotted.rsplit(".", 1)[0])
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin and os.path.dirname(spec.origin) not in folders:
+            folders.append(os.path.dirname(spec.origin))
+    return sorted(os.path.join(d, n) for d in folders for n in os.listdir(d) if n.endswith(".py"))
+
+
+def forbidden_uses(config: PipelineConfig, forbidden: Mapping[str, str]) -> dict[str, list[str]]:
+    """Where the pipeline's code names each forbidden feature: the string literals (not
+    docstrings) of its package's files equal to the feature's name, as `file:line`."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    for path in _code_files(config):
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, UnicodeDecodeError) as e:
+            raise ConfigError(f"feature_policy: cannot read the pipeline's code {path} to check it: {e}") from e
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in forbidden
+                    and id(node) not in docstrings):
+                found.setdefault(node.value, []).append(f"{os.path.relpath(path)}:{node.lineno}")
+    return found
 
 
 def schema_features(schema_path: str) -> list[str]:

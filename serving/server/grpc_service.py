@@ -99,7 +99,7 @@ class GrpcApi:
         if request_logger is not None and request_logger.sampled():
             # Built by the log's writer thread: neither message changes once answered.
             request_logger.log(lambda: make_log(request, response), request.model_spec, signature, servable.version,
-                               key())
+                               key(), servable.feature_policy)
 
     def _servable(self, request, key: _Key):
         name, version, label = _spec(request)

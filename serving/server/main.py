@@ -66,6 +66,9 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request-log-max-files", type=int, default=8, help="finished log files kept per model")
     p.add_argument("--request-log-max-file-seconds", type=float, default=300.0,
                    help="a request log file is closed after this long, so readers see recent traffic")
+    p.add_argument("--request-log-max-age-days", type=float, default=None,
+                   help="retention: finished request log files older than this are deleted, each deletion logged"
+                        " (`retrain serve --config` takes the pipeline's retention.max_age_days)")
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -116,7 +119,7 @@ def build_server(args: argparse.Namespace, config, config_path: str | None = Non
         max_body_bytes=args.max_body_bytes, port_file=args.port_file,
         batch=BatchOptions(args.max_batch_size, args.batch_timeout_ms, not args.no_batching, args.num_batch_threads),
         log_limits=LogLimits(args.request_log_max_file_bytes, args.request_log_max_files,
-                             args.request_log_max_file_seconds),
+                             args.request_log_max_file_seconds, max_age_days=args.request_log_max_age_days),
         trusted_keys=tuple(os.path.abspath(k) for k in args.trusted_key),
         intra_op_threads=args.tensorflow_intra_op_parallelism,
         inter_op_threads=args.tensorflow_inter_op_parallelism,

@@ -22,6 +22,7 @@ from google.protobuf import text_format
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
+from core import feature_policy
 from serving.errors import InvalidArgument, NotFound, ServingError
 from serving.repository import model_config, signing, versions
 from serving.repository.base_path import discover
@@ -75,6 +76,8 @@ class Servable:
     def __init__(self, name: str, version: int, path: str, batch: BatchOptions, metrics: Metrics | None):
         self.name, self.version, self.path = name, version, path
         self.signature_defs = _signature_defs(path)
+        # The rules its request logs follow (core/feature_policy.py); None: it carries none.
+        self.feature_policy = feature_policy.from_model(path)
         self._loaded = tf.saved_model.load(path)
         # What requests can call: the serving signatures, not the internal `__...` ones.
         self._functions = {k: self._loaded.signatures[k] for k in self.signature_defs if not k.startswith("__")}

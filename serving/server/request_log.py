@@ -19,6 +19,13 @@ TF Serving's open-source build registers no log collector (it is a plug-in point
 parsed inputs and outputs) in a bounded queue that one thread drains every 50 ms, building,
 serializing and writing the PredictionLogs; when the queue is full the log is dropped and
 counted (`retrain_serving_request_logs{outcome="dropped"}`), never the request.
+
+The feature policy the answering version carries (core/feature_policy.py, its
+`assets.extra/feature_policy.json`) is applied before a log is serialized (`apply_policy`):
+a feature whose rule is `log: drop` (or that the policy does not name) is taken out of the
+request's examples and tensors, a `log: hash` one is replaced by its keyed hash; neither
+reaches disk. A log whose policy cannot be applied (no RETRAIN_LOG_HASH_KEY for a hash rule)
+is not written (counted as failed).
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from tensorflow.core.framework import types_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.config import logging_config_pb2
 
+from core import feature_policy as policy_lib
+from core import retention
 from serving.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
@@ -58,6 +67,9 @@ class LogLimits:
     max_files: int = 8
     max_file_seconds: float = 300.0
     queue_size: int = 10_000
+    # Retention (core/retention.py): finished files older than this are deleted, each
+    # deletion logged; None keeps them until max_files pushes them out.
+    max_age_days: float | None = None
 
 
 def check(name: str, config: logging_config_pb2.LoggingConfig) -> None:
@@ -128,7 +140,8 @@ class RequestLogger:
         return self.rate > 0 and (self.rate >= 1 or random.random() < self.rate)
 
     def log(self, log: prediction_log_pb2.PredictionLog | Callable[[], prediction_log_pb2.PredictionLog],
-            model_spec, signature: str, version: int, key: str | None = None) -> None:
+            model_spec, signature: str, version: int, key: str | None = None,
+            policy: policy_lib.FeaturePolicy | None = None) -> None:
         """Queues one log with its LogMetadata; drops it (counted) if the writer is behind.
 
         `log` is the PredictionLog or a function that builds it (called in the writer's
@@ -136,11 +149,12 @@ class RequestLogger:
         after the request). The metadata says which version answered (`model_spec.version`),
         when (`timestamp_secs`) and, as `request_origin`, the request's key (its
         X-Request-Id, else the SHA-256 of its body), which delayed labels are joined by
-        (rollout/join.py). `model_spec` None: the model's name."""
+        (rollout/join.py). `model_spec` None: the model's name. `policy`: the answering
+        version's feature policy, applied before the log is written (`apply_policy`)."""
         if len(self._pending) >= self._limits.queue_size:
             self._count("dropped")
             return
-        self._pending.append((log, model_spec, signature, version, key, int(time.time())))
+        self._pending.append((log, model_spec, signature, version, key, int(time.time()), policy))
 
     def close(self, timeout: float = 10.0) -> None:
         """Writes what is queued, closes the current file."""
@@ -152,9 +166,11 @@ class RequestLogger:
             self._metrics.request_logs.labels(self.name, outcome).inc(n)
 
     def _record(self, item) -> bytes:
-        log, model_spec, signature, version, key, timestamp = item
+        log, model_spec, signature, version, key, timestamp, policy = item
         if callable(log):
             log = log()
+        if policy is not None and policy.rules:
+            apply_policy(log, policy, policy_lib.hash_key() if policy.needs_hash_key else None)
         metadata = log.log_metadata
         if model_spec is not None:
             metadata.model_spec.CopyFrom(model_spec)
@@ -215,6 +231,14 @@ class RequestLogger:
                 os.remove(old)
             except OSError:
                 logger.warning("request log: cannot remove %s", old)
+        if self._limits.max_age_days is not None:
+            retention.delete_expired(log_files(self.prefix), self._limits.max_age_days, "request log")
+
+    def expire(self) -> list[str]:
+        """Applies the retention period now (also done whenever a file is closed)."""
+        if self._limits.max_age_days is None:
+            return []
+        return retention.delete_expired(log_files(self.prefix), self._limits.max_age_days, "request log")
 
 
 def _masked_crc(data: bytes) -> bytes:
@@ -269,8 +293,8 @@ def input_examples(input_proto) -> list[bytes]:
     return []
 
 
-def _serialized_examples(values) -> list[bytes] | None:
-    """The values as serialized tf.Examples, or None if they are not."""
+def _parsed_examples(values) -> list[tf.train.Example] | None:
+    """The values parsed as tf.Examples, or None if they are not (all of them, with features)."""
     out = []
     for value in values:
         try:
@@ -279,8 +303,13 @@ def _serialized_examples(values) -> list[bytes] | None:
             return None
         if not example.features.feature:
             return None
-        out.append(value)
+        out.append(example)
     return out
+
+
+def _serialized_examples(values) -> list[bytes] | None:
+    """The values as serialized tf.Examples, or None if they are not."""
+    return None if _parsed_examples(values) is None else list(values)
 
 
 def _feature(values) -> tf.train.Feature:
@@ -291,6 +320,77 @@ def _feature(values) -> tf.train.Feature:
     if flat.dtype.kind in "iub":
         return tf.train.Feature(int64_list=tf.train.Int64List(value=flat.astype(np.int64).tolist()))
     return tf.train.Feature(float_list=tf.train.FloatList(value=flat.astype(np.float32).tolist()))
+
+
+def _hashed_bytes(value: bytes, key: bytes) -> bytes:
+    import hashlib
+    import hmac
+
+    return (policy_lib.HASH_PREFIX + hmac.new(key, value, hashlib.sha256).hexdigest()).encode()
+
+
+def _apply_to_example(example: tf.train.Example, policy: policy_lib.FeaturePolicy, key: bytes | None) -> None:
+    features = example.features.feature
+    for name in list(features):
+        action = policy.log_action(name)
+        if action == "drop":
+            del features[name]
+        elif action == "hash":
+            feature = features[name]
+            kind = feature.WhichOneof("kind")
+            raw = [v if isinstance(v, bytes) else repr(v).encode() for v in getattr(feature, kind).value] if kind else []
+            features[name].CopyFrom(tf.train.Feature(bytes_list=tf.train.BytesList(
+                value=[_hashed_bytes(v, key) for v in raw])))
+
+
+def _apply_to_serialized(values, policy, key) -> list[bytes] | None:
+    """Serialized tf.Examples with the policy applied, or None where they are not examples."""
+    parsed = _parsed_examples(values)
+    if parsed is None:
+        return None
+    for example in parsed:
+        _apply_to_example(example, policy, key)
+    return [e.SerializeToString() for e in parsed]
+
+
+def apply_policy(log: prediction_log_pb2.PredictionLog, policy: policy_lib.FeaturePolicy, key: bytes | None) -> None:
+    """Takes out of a log's request what the feature policy keeps off disk, in place: the
+    features of its examples (classify/regress inputs, a predict request's serialized
+    tf.Examples) and its named input tensors (input name = feature name), dropped or
+    replaced by their keyed hash (`log: hash`; `key` from core.feature_policy.hash_key).
+    Model outputs are kept."""
+    kind = log.WhichOneof("log_type")
+    if kind in ("classify_log", "regress_log"):
+        request_input = getattr(log, kind).request.input
+        which = request_input.WhichOneof("kind")
+        if which == "example_list":
+            for example in request_input.example_list.examples:
+                _apply_to_example(example, policy, key)
+        elif which == "example_list_with_context":
+            _apply_to_example(request_input.example_list_with_context.context, policy, key)
+            for example in request_input.example_list_with_context.examples:
+                _apply_to_example(example, policy, key)
+        return
+    if kind != "predict_log":
+        return
+    inputs = log.predict_log.request.inputs
+    for name in list(inputs):
+        proto = inputs[name]
+        if proto.dtype == types_pb2.DT_STRING:
+            examples = _apply_to_serialized(proto.string_val, policy, key)
+            if examples is not None:
+                del proto.string_val[:]
+                proto.string_val.extend(examples)
+                continue
+        action = policy.log_action(name)
+        if action == "drop":
+            del inputs[name]
+        elif action == "hash":
+            array = tf.make_ndarray(proto)
+            flat = [v if isinstance(v, bytes) else repr(v.item() if hasattr(v, "item") else v).encode()
+                    for v in array.ravel()]
+            hashed = np.array([_hashed_bytes(v, key) for v in flat], dtype=object).reshape(array.shape)
+            inputs[name].CopyFrom(tf.make_tensor_proto(hashed))
 
 
 def logged_examples(log: prediction_log_pb2.PredictionLog) -> list[bytes]:

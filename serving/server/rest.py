@@ -263,7 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         name = servable.name
         request_logger.log(lambda: _rest_log(name, signature, verb, request_values, response_values), None, signature,
-                           servable.version, key)
+                           servable.version, key, servable.feature_policy)
 
 
 def _rest_log(model: str, signature: str, verb: str, request_values, response_values) -> prediction_log_pb2.PredictionLog:

@@ -125,3 +125,20 @@ def test_the_served_version_is_the_stable_one_under_a_canary_and_the_pinned_one_
     model_config.write(model_config.single_model("taxi", str(base), policy="specific", versions=(200,)),
                        versions.config_path(str(tmp_path)))
     assert served_statistics.served_version(str(base)) == (200, {"model_artifact_id": 9})
+
+
+def test_features_the_request_logs_do_not_keep_are_not_compared(tmp_path, config, training_stats):
+    # The feature policy drops `fare` from request logs (and `payment_type` is hashed): what
+    # is missing or hashed in the logs is the policy's doing, not skew, and is not compared.
+    rows = [{**r, "fare": "", "payment_type": "hmac-sha256:" + "0" * 64} for r in _rows()]
+    prefix = str(tmp_path / "logs" / "taxi")
+    traffic.log_traffic(prefix, config.schema_path, "tips", rows, VERSION)
+    stats, _ = serving_skew.serving_statistics(prefix, VERSION)
+    schema = preflight.load_schema(config.schema_path)
+    policy = config_lib.load_gate_policy(config)
+    flagged = serving_skew.evaluate_skew(stats, training_stats, schema, policy, "training data")
+    assert {"fare", "payment_type"} <= set(flagged["skewed_features"])  # compared, they would be skew
+    result = serving_skew.evaluate_skew(stats, training_stats, schema, policy, "training data",
+                                        exclude={"fare", "payment_type"})
+    assert result["skewed_features"] == []
+    assert not {c["feature"] for c in result["skew"] + result["completeness"]} & {"fare", "payment_type"}

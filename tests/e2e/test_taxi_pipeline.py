@@ -174,6 +174,36 @@ def test_the_runtime_that_built_the_model_is_recorded(env, first_run):
     assert {r["runtime"]["sbom_sha256"] for r in json.loads(proc.stdout)["models"]} == {runtime["sbom_sha256"]}
 
 
+def test_cost_figures_are_recorded_per_node_in_mlmd_the_report_and_retrain_models(env, first_run):
+    spent = first_run["summary"]["cost"]
+    assert spent["cpu_seconds"] > 1 and spent["energy_j"] > 0 and spent["peak_rss_mb"] > 100
+    assert spent["energy_method"] in ("rapl", "tdp-estimate") and spent["accelerator_seconds"] == 0
+    with open(first_run["summary"]["report_json"]) as f:
+        report = json.load(f)
+    assert report["cost"]["nodes"]["Trainer"]["cpu_seconds"] > 0 and report["cost"]["nodes"]["Evaluator"]["energy_j"] > 0
+    with open(first_run["summary"]["report_json"].replace(".json", ".html")) as f:
+        assert "Cost of this candidate" in f.read()
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = os.path.join(env["work"], "metadata", "taxi.sqlite")
+    store = metadata_store.MetadataStore(cfg)
+    [trainer] = store.get_executions_by_id([report["nodes"]["Trainer"]["execution_id"]])
+    assert trainer.custom_properties["cost_cpu_seconds"].double_value > 0
+    assert trainer.custom_properties["cost_energy_method"].string_value == spent["energy_method"]
+    proc = retrain_cli("models", "--config", env["config"], "--workdir", env["work"])
+    assert proc.returncode == 0, proc.stderr
+    assert "cost (CPU-s, kJ)" in proc.stdout and " CPU-s, " in proc.stdout
+
+
+def test_the_feature_policy_travels_with_the_model_and_the_report_shows_it(env, first_run):
+    pushed = first_run["summary"]["pushed"]["path"]
+    with open(os.path.join(pushed, "assets.extra", "feature_policy.json")) as f:
+        carried = json.load(f)
+    assert carried["features"]["pickup_census_tract"]["use_in_model"] == "forbidden"
+    policy = first_run["summary"]["feature_policy"]
+    assert set(policy["forbidden"]) == {"pickup_census_tract", "dropoff_census_tract"}
+    assert policy["sha256"] == carried["sha256"] and len(policy["sha256"]) == 64
+
+
 def test_pushed_model_answers_raw_examples_sensibly(env, first_run):
     version = str(first_run["summary"]["pushed"]["version"])
     model = tf.saved_model.load(os.path.join(serving_dir(env), version))
@@ -299,7 +329,8 @@ def _config(env, path, hparams=None, **changes) -> str:
     with open(TAXI_CONFIG) as f:
         cfg = yaml.safe_load(f)
     cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA,
-               gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"))
+               gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"),
+               feature_policy=os.path.join(REPO, "schemas", "taxi", "feature_policy.yaml"))
     if "train_steps" in changes:  # one training budget: the test's replaces the config's epochs
         cfg.pop("train_epochs", None)
     cfg.update({"min_eval_examples": 20, **changes})

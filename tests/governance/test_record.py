@@ -204,3 +204,59 @@ def test_the_models_view_document_is_strict_json_where_a_rate_is_undefined():
 
     doc = json.loads(text, parse_constant=refuse)
     assert doc["slices"]["payment_type=Cash"]["fnr"] == {"candidate": None, "interval": [None, 1.0]}
+
+
+def test_the_feature_policy_is_reported_and_no_sensitive_value_is_printed(workdir):
+    # payment_type marked personal: the skew report's TFDV description quotes a served value.
+    rules = {"trip_miles": {"pii": "none", "use_in_model": "allowed", "log": "keep"},
+             "payment_type": {"pii": "personal", "use_in_model": "forbidden", "reason": "a test's rule", "log": "drop"}}
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, "stopped_by_serving_skew")
+    policy = {"source": "/r/schemas/taxi/feature_policy.yaml", "sha256": "ab" * 32, "features": rules}
+    record = record_lib.read(store, "taxi", root, "run-1", feature_policy=policy)
+    assert record.feature_policy["forbidden"] == {"payment_type": "a test's rule"}
+    assert record.feature_policy["sensitive"] == {"payment_type": "personal"}
+    [anomaly] = record.serving_skew["anomalies"]
+    assert "Bitcoin" not in str(anomaly) and "withheld: payment_type is personal" in str(anomaly)
+    from governance import html as html_lib
+
+    page = html_lib.render(report_lib.build(record))
+    assert "Bitcoin" not in page
+    assert "Feature policy" in page and "forbidden in the model: payment_type" in page and "a test&#x27;s rule" in page
+    summary = summary_lib.build_summary(record)
+    assert summary["feature_policy"]["not_logged"] == ["payment_type"]
+    assert "feature policy   1 forbidden in the model (payment_type)" in summary_lib.format_summary(summary)
+    # Without a policy the report says so.
+    plain = html_lib.render(report_lib.build(record_lib.read(store, "taxi", root, "run-1")))
+    assert "No feature policy" in plain
+
+
+def test_sensitive_features_keep_their_counts_and_lose_their_values():
+    features = [{"name": "zip", "kind": "categorical", "missing": 0.1, "unique": 40,
+                 "top": [{"value": "60614", "count": 9}]},
+                {"name": "fare", "kind": "numeric", "missing": 0.0, "mean": 9.5, "min": 2.0, "max": 80.0,
+                 "histogram": [{"low": 2.0, "high": 80.0, "count": 10}]}]
+    out = record_lib.redact(features, {"sensitive": {"zip": "personal"}})
+    assert out[0] == {"name": "zip", "kind": "categorical", "missing": 0.1, "unique": 40, "redacted": "personal"}
+    assert out[1] == features[1]
+    assert record_lib.redact(features, None) == features
+
+
+def test_a_report_carries_the_scorecard_and_the_cost_of_its_candidate(workdir):
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, "pushed", span=201611)
+    results = [NodeResult(N.TRAINER, "complete", seconds=3.0,
+                          cost={"cpu_seconds": 4.5, "peak_rss_mb": 800.0, "accelerator_seconds": 0.0,
+                                "energy_j": 190.0, "energy_method": "tdp-estimate", "wall_seconds": 3.0})]
+    record = record_lib.read(store, "taxi", root, "run-1", results)
+    assert record.cost["cpu_seconds"] == 4.5 and record.cost["energy_method"] == "tdp-estimate"
+    written = report_lib.write(record, root, scorecard_context={"retention_days": 30.0})
+    card = written["report"]["scorecard"]
+    assert len(card["tests"]) == 28 and card["runs"] == 1
+    with open(written["html"]) as f:
+        page = f.read()
+    assert "Cost of this candidate" in page and "4.5 CPU-seconds" in page and "CodeCarbon" in page
+    assert f"ML Test Score: {card['score']:g}" in page
+    assert summary_lib.build_summary(record)["cost"]["energy_j"] == 190.0

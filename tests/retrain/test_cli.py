@@ -18,7 +18,7 @@ TAXI = os.path.join(REPO, "pipelines", "taxi", "config.yaml")
 def _config(tmp_path, **changes) -> str:
     with open(TAXI, encoding="utf-8") as f:
         values = yaml.safe_load(f)
-    for k in ("data_root", "schema_path", "gate_policy"):
+    for k in ("data_root", "schema_path", "gate_policy", "feature_policy"):
         values[k] = os.path.normpath(os.path.join(os.path.dirname(TAXI), values[k]))
     values.update(changes)
     path = tmp_path / "config.yaml"
@@ -48,6 +48,25 @@ def test_a_config_error_is_exit_2_with_the_field_named(tmp_path, capsys, command
     assert code == exit_codes.BAD_INPUT
     assert f"retrain {command[0]}: window_spans: must be at least 1" in err
     assert "Traceback" not in err
+
+
+def test_a_feature_the_policy_forbids_is_refused_naming_it_and_where_the_code_uses_it(tmp_path, capsys):
+    # The shipped policy, with `company` (which the taxi model one-hots) forbidden.
+    with open(os.path.join(REPO, "schemas", "taxi", "feature_policy.yaml"), encoding="utf-8") as f:
+        policy = yaml.safe_load(f)
+    policy["features"]["company"] = {"pii": "none", "use_in_model": "forbidden", "reason": "a test's rule", "log": "keep"}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    bad = _config(tmp_path, feature_policy=str(tmp_path / "policy.yaml"))
+    for argv in (["compile", "--out", str(tmp_path / "t.json")], ["run", "--workdir", str(tmp_path / "w")]):
+        code, _, err = _run(capsys, *argv, "--config", bad)
+        assert code == exit_codes.BAD_INPUT
+        assert ("feature_policy: feature 'company' is forbidden in the model (a test's rule) but the pipeline's code"
+                " uses it: pipelines/taxi/features.py:") in err
+        assert "Traceback" not in err
+    assert not os.path.exists(tmp_path / "t.json") and not os.path.exists(tmp_path / "w" / "pipeline_root")
+    # The shipped policy forbids the census tracts, which no taxi code names: it loads.
+    code, _, err = _run(capsys, "compile", "--out", str(tmp_path / "t.json"), "--config", _config(tmp_path))
+    assert code == 0, err
 
 
 def test_a_hparams_typo_fails_at_config_load_naming_the_key(tmp_path, capsys):

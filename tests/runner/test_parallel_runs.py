@@ -41,6 +41,7 @@ def _config(root) -> str:
     # model scored AUC 0.868 in one and 0.880 in the other, and 201304's significance test
     # against it then went either way).
     cfg.update(data_root=str(data), schema_path=TAXI_SCHEMA, gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"),
+               feature_policy=os.path.join(REPO, "schemas", "taxi", "feature_policy.yaml"),
                slice_features=[], enable_serving_check=False, train_epochs=None, train_steps=300, eval_steps=5, window_spans=2,
                trainer={**(cfg.get("trainer") or {}), "deterministic": True})
     path = root / "taxi.yaml"

@@ -54,7 +54,8 @@ def test_the_taxi_pipeline_runs_on_the_portable_runner(portable, tmp_path):
     # model on its ~50 eval trips (AUC 0.87 vs 0.95) and is rightly refused by the shipped
     # rule, which is not what this test is about.
     cfg.update(data_root=str(data), schema_path=TAXI_SCHEMA, slice_features=[], window_spans=1, min_eval_examples=20,
-               gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"), ingestion={"engine": "beam"},
+               gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"),
+               feature_policy=os.path.join(REPO, "schemas", "taxi", "feature_policy.yaml"), ingestion={"engine": "beam"},
                simple_baseline={"min_lift": 0.1})
     config = tmp_path / "taxi.yaml"
     config.write_text(yaml.safe_dump(cfg))

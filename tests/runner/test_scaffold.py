@@ -68,3 +68,51 @@ def test_eval_size_advice_names_the_numbers():
     assert "about 43 examples" in few.advice() and "min_eval_examples: 20" in few.advice()
     assert "Even min_eval_examples 10 may not be reached" in scaffold.EvalSize(8, 2, 10, 32).advice()
     assert scaffold.EvalSize(500, 440, None, 2000).advice() is None
+
+
+def test_columns_that_look_like_personal_data_or_identifiers_are_forbidden_and_not_logged(tmp_path):
+    import csv
+    import glob
+
+    import yaml
+
+    from core import feature_policy
+    from runner import datasets
+    from tests.conftest import REPO
+
+    datasets.write_spans("wine", str(tmp_path / "data"), num_spans=4)
+    n = 0
+    for path in sorted(glob.glob(str(tmp_path / "data" / "span-*" / "*.csv"))):
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        for row in rows:
+            n += 1
+            # An id by name, e-mail addresses by value, a unique code by its values alone,
+            # and a plain category that must stay a feature.
+            row.update(customerId=str(1000 + n), contact=f"rider{n}@example.com", ref=f"R{n * 7919:08d}",
+                       shelf="abc"[n % 3])
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    plan = scaffold.plan(REPO, "my_private", str(tmp_path / "data"), "cultivar")
+    assert set(plan.identifiers) == {"customerId", "contact", "ref"}
+    assert plan.identifiers["contact"] == ("personal", "its values are e-mail addresses")
+    assert plan.identifiers["customerId"][0] == "pseudonymous" and plan.identifiers["customerId"][1] == "its name (customer, id) says an identifier"
+    assert "shelf" in plan.vocab and not set(plan.identifiers) & set(plan.vocab + plan.numeric + plan.bucket)
+    files = scaffold.render(plan)
+    policy = feature_policy.parse(yaml.safe_load(files["schemas/my_private/feature_policy.yaml"]), "generated")
+    feature_policy.check_features(policy, scaffold._schema_types(plan.schema_text))  # one entry per column
+    assert set(policy.forbidden) == {"customerId", "contact", "ref"}
+    assert all(policy.log_action(c) == "drop" for c in plan.identifiers) and policy.log_action("shelf") == "keep"
+    assert "review before allowing it" in policy.forbidden["ref"]
+    # The generated code names none of them (a comment says why they are left out), and
+    # the config points at the policy.
+    import ast
+
+    code = files["pipelines/my_private/features.py"]
+    literals = {n.value for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Constant)}
+    assert not literals & set(plan.identifiers) and "shelf" in literals
+    assert "contact (its values are e-mail addresses: forbidden in schemas/my_private/feature_policy.yaml" in code
+    assert yaml.safe_load(files["pipelines/my_private/config.yaml"])["feature_policy"] == (
+        "../../schemas/my_private/feature_policy.yaml")

@@ -66,6 +66,7 @@ def _config(root) -> str:
         cfg = yaml.safe_load(f)
     # The serving check stays on: it talks gRPC to a model server from inside the node.
     cfg.update(data_root=str(data), schema_path=TAXI_SCHEMA, gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"),
+               feature_policy=os.path.join(REPO, "schemas", "taxi", "feature_policy.yaml"),
                slice_features=[], train_epochs=None, train_steps=300, eval_steps=5, window_spans=2)
     path = root / "taxi.yaml"
     path.write_text(yaml.safe_dump(cfg))
