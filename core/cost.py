@@ -6,11 +6,13 @@
   (Beam's multi-processing workers, a serving check's server), from getrusage;
 - peak memory: the process's high-water mark (VmHWM, reset before the node by writing 5
   to /proc/self/clear_refs, so it is this node's peak) and the largest child's;
-- accelerator-seconds: wall seconds times the GPUs visible to the process (0 on CPU);
+- accelerator-seconds: wall seconds times the GPUs visible to the process, for the nodes
+  that train (runner/node_runner.py ACCELERATED_NODES; 0 on CPU and for the others);
 - energy, by one of two methods, named in every figure (`energy_method`):
   - `rapl`: the CPU packages' and DRAM's energy counters (Intel RAPL, powercap's
     `/sys/class/powercap/intel-rapl:*/energy_uj`) read before and after the node: the whole
-    machine's CPU energy while the node ran, measured;
+    machine's CPU energy while the node ran, measured (GPUs at `GPU_WATTS` per
+    accelerator-second are added, estimated);
   - `tdp-estimate`: CodeCarbon's method where no counter is readable (virtual machines,
     AMD without powercap): the CPU's thermal design power shared by its cores, times the
     CPU-seconds (`TDP_WATTS` / cores per CPU-second; CodeCarbon's default TDP, 85 W, when
@@ -107,9 +109,13 @@ def estimate_joules(cpu_seconds: float, wall_seconds: float, peak_rss_bytes: int
 
 
 @contextlib.contextmanager
-def measure() -> Iterator[dict]:
+def measure(accelerated: bool = True) -> Iterator[dict]:
     """Measures the block; the yielded dict is filled when it ends (even on an exception):
-    cpu_seconds, peak_rss_mb, accelerator_seconds, energy_j, energy_method, wall_seconds."""
+    cpu_seconds, peak_rss_mb, accelerator_seconds, energy_j, energy_method, wall_seconds.
+
+    Args:
+      accelerated: whether the block may use the visible GPUs (the Trainer, the Tuner):
+        only then is it charged accelerator-seconds (wall time times the GPUs)."""
     figures: dict = {}
     rapl = _rapl_files()
     reset = _reset_peak()
@@ -126,9 +132,9 @@ def measure() -> Iterator[dict]:
         peak = _peak_rss_bytes() if reset else 0
         if children1.ru_maxrss > children0.ru_maxrss:
             peak = max(peak, children1.ru_maxrss * 1024)
-        accelerator = wall * gpus_visible()
+        accelerator = wall * gpus_visible() if accelerated else 0.0
         if rapl:
-            joules, method = _rapl_joules(energy0, _rapl_read(rapl)), "rapl"
+            joules, method = _rapl_joules(energy0, _rapl_read(rapl)) + accelerator * GPU_WATTS, "rapl"
         else:
             joules, method = estimate_joules(cpu, wall, peak, accelerator), "tdp-estimate"
         figures.update(cpu_seconds=round(cpu, 3), peak_rss_mb=round(peak / 2**20, 1) if peak else None,

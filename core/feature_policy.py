@@ -143,6 +143,8 @@ def from_model(serving_model_dir: str) -> FeaturePolicy | None:
             values = json.load(f)
     except (OSError, ValueError) as e:
         raise PolicyError(f"{path}: cannot read the model's feature policy: {e}") from e
+    if not isinstance(values, dict):
+        raise PolicyError(f"{path}: the model's feature policy is not a JSON object")
     policy = parse({"features": values.get("features") or {}}, path)
     return dataclasses.replace(policy, path=values.get("source") or path)
 
@@ -210,7 +212,9 @@ def hash_key() -> bytes:
 
 
 def keyed_hash(value: Any, key: bytes) -> str:
-    """HMAC-SHA256 of a value's text, hex, with HASH_PREFIX: equal values hash equal (so
-    counts and joins still work), and without the key no one can test a guess."""
-    text = value if isinstance(value, str) else repr(value)
-    return HASH_PREFIX + hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    """HMAC-SHA256 of a value (bytes as they are, a string's UTF-8, anything else's repr),
+    hex, with HASH_PREFIX: equal values hash equal (so counts and joins still work), and
+    without the key no one can test a guess. The request log writes the same."""
+    data = value if isinstance(value, bytes) else (value if isinstance(value, str) else repr(value)).encode(
+        "utf-8", "surrogatepass")
+    return HASH_PREFIX + hmac.new(key, data, hashlib.sha256).hexdigest()

@@ -3,7 +3,8 @@
 
 The server applies it to its request logs whenever it closes a log file
 (serving/server/request_log.py); the rollout DAG's decision task (`retrain rollout decide`)
-and `retrain retention` apply it to the feedback files and the request logs of a pipeline.
+applies it to the feedback files and the request logs of a pipeline (`apply`: the request
+logs where `retrain serve --config` writes them, `layout.request_log_prefix`).
 Every deletion is a log line and a line of `<folder>/deletions.jsonl` (when, which file,
 its age, the limit), so an auditor can see that data was deleted, and when, without the
 data itself.

@@ -166,6 +166,17 @@ def redact(features: list[dict], policy: dict | None) -> list[dict]:
             for f in features]
 
 
+def _redact_errors(r: RunRecord) -> None:
+    """A node's error that names a sensitive feature may quote its values (the data gate's
+    message carries TFDV's descriptions): it is replaced by what names the feature only."""
+    sensitive = (r.feature_policy or {}).get("sensitive") or {}
+    for state in r.nodes.values():
+        named = [f for f in sensitive if state.error and f in state.error]
+        if named:
+            state.error = (f"{state.error.split(':', 1)[0]}: withheld, it concerns sensitive feature(s)"
+                           f" {', '.join(named)} (feature policy); the node's report and log have the details")
+
+
 def redact_anomalies(report: dict, policy: dict | None) -> dict:
     """A gate or skew report with the TFDV descriptions of sensitive features' anomalies
     withheld (they quote unexpected values)."""
@@ -629,6 +640,7 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     if lite is not None and lite.output("exports") is not None:
         r.tflite = _read_json(os.path.join(lite.output("exports").uri, "tflite_export.json"))
     r.cost = cost_lib.total({k: n.cost for k, n in r.nodes.items()})
+    _redact_errors(r)
     r.outcome = classify(r)
     if not r.push.get("pushed"):
         r.push = {"pushed": False, "reason": r.outcome.reason}

@@ -313,11 +313,12 @@ def _rollback(reports, context):
         return {"status": AUTOMATED_PASSING, "evidence": {
             "run": None, "check": "the rollout controller rolled a canary back (ML Metadata)",
             "file": context.get("metadata"), "detail": f"decision {d.get('id')}: {d.get('reason')}"}}
-    if found is None and context.get("keep_versions", 0) > 1 and context.get("rollout_mode") == "canary":
-        newest = next((r for r in reports if (r.get("push") or {}).get("pushed")), None)
-        if newest is not None:
-            return _found(newest, "versions kept for rollback; the canary controller rolls back automatically",
-                          True, f"keep_versions {context['keep_versions']}, rollout mode canary")
+    if found is None and any((r.get("push") or {}).get("pushed") for r in reports):
+        # Versions are kept and the controller would roll back, but no record shows it done.
+        return {"status": MANUAL, "evidence": {
+            "procedure": f"{PROCEDURES}#rollback",
+            "detail": f"never exercised in these records; keep_versions {context.get('keep_versions')},"
+                      f" rollout mode {context.get('rollout_mode')}"}}
     return found
 
 
@@ -468,7 +469,7 @@ def context(config, store=None) -> dict:
 
 
 def read_reports(pipeline_root: str) -> list[dict]:
-    """Every report.json of the pipeline's runs, newest first, each with `_path`."""
+    """Every report.json of the pipeline's runs, the newest run first (`started`), each with `_path`."""
     out = []
     for path in glob.glob(os.path.join(pipeline_root, layout.REPORT_DIR, "*", layout.REPORT_JSON)):
         try:
@@ -477,7 +478,15 @@ def read_reports(pipeline_root: str) -> list[dict]:
         except (OSError, ValueError):
             continue
         out.append({**report, "_path": path})
-    return sorted(out, key=lambda r: str(r.get("generated_at") or ""), reverse=True)
+    return sorted(out, key=started, reverse=True)
+
+
+def started(report: dict) -> str:
+    """When the run began (its earliest node's start): a report is rewritten after later
+    decisions (rollout), so when it was generated does not order runs."""
+    times = [str(n.get("started")) for n in (report.get("nodes") or {}).values()
+             if isinstance(n, dict) and n.get("started")]
+    return min(times) if times else str(report.get("generated_at") or "")
 
 
 def format_text(card: dict) -> str:

@@ -106,7 +106,7 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
     # What it cost (core/cost.py): on the execution in MLMD and the node's result; a failed
     # node's cost rides its exception (`node_cost`) into the failed result the caller writes.
     failure = None
-    with cost.measure() as spent:
+    with cost.measure(accelerated=node_id in ACCELERATED_NODES) as spent:
         try:
             info = component_launcher.launch()
         except Exception as e:  # noqa: BLE001  re-raised below, once the cost is known
@@ -134,8 +134,14 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
         )
 
 
+# The nodes that train on an accelerator where one is visible: only they are charged
+# accelerator-seconds (core/cost.py).
+ACCELERATED_NODES = ("Trainer", "Tuner")
+
+
 def _put_cost(store, execution, spent: dict) -> None:
-    """The node's cost as custom properties of its execution (`cost_<figure>`)."""
+    """The node's cost as custom properties of its execution (`cost_<figure>`); a store
+    that refuses the write (a locked SQLite file) costs the figures, never the node."""
     for key, value in spent.items():
         if value is None:
             continue
@@ -143,7 +149,10 @@ def _put_cost(store, execution, spent: dict) -> None:
             execution.custom_properties[f"cost_{key}"].string_value = value
         else:
             execution.custom_properties[f"cost_{key}"].double_value = float(value)
-    store.put_executions([execution])
+    try:
+        store.put_executions([execution])
+    except Exception as e:  # noqa: BLE001  ml_metadata's errors: the node itself succeeded
+        logger.warning("cost of execution %s not recorded in ML Metadata: %s", execution.id, e)
 
 
 _MAX_ERROR_CHARS = 1500

@@ -101,10 +101,14 @@ def run_retrain(*args: str, timeout: int = 900):
 def mariadb():
     """A MariaDB server for ML Metadata (scripts/services.sh: Debian's package, own data dir,
     127.0.0.1:13306; already running under `make test`). Returns `new_store(name)`: the
-    environment (URL and password) of a fresh, empty database."""
+    environment (URL and password) of a fresh, empty database. A server this session
+    started is stopped when it ends, so a pytest run outside `make test` leaves none behind
+    (the next `make test` would find its port taken)."""
     import subprocess
 
     services = os.path.join(REPO, "scripts", "services.sh")
+    status = subprocess.run([services, "status"], check=True, capture_output=True, text=True).stdout
+    started_here = "mariadb: running" not in status
     subprocess.run([services, "start", "mariadb"], check=True, capture_output=True, text=True, timeout=600)
     exports = subprocess.run([services, "env"], check=True, capture_output=True, text=True).stdout
     env = dict(line[len("export "):].split("=", 1) for line in exports.splitlines() if line.startswith("export "))
@@ -114,7 +118,9 @@ def mariadb():
         subprocess.run([services, "mariadb-db", name], check=True, capture_output=True, text=True, timeout=120)
         return {**env, "RETRAIN_METADATA_URL": env["RETRAIN_METADATA_URL"].rsplit("/", 1)[0] + f"/{name}"}
 
-    return new_store
+    yield new_store
+    if started_here:
+        subprocess.run([services, "stop", "mariadb"], check=True, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="session")

@@ -183,6 +183,7 @@ class Executor(evaluator_executor.Executor):
         paired on the eval examples TFMA judged (simple_baseline.score), when it is to be
         scored (`simple_baseline.enabled`, a key metric); else None."""
         import tensorflow_model_analysis as tfma
+        from tensorflow.python.framework import errors as tf_errors
         from tfx.utils import path_utils, proto_utils
 
         from trainer_toolkit.simple_baseline import SIMPLE_DIR
@@ -199,7 +200,12 @@ class Executor(evaluator_executor.Executor):
         label_key = next(s.label_key for s in config.model_specs if not s.is_baseline)
         serving = path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
         files = [f for copy in copies for split in splits for f in _split_files(copy, split)]
-        scores = simple_baseline.score(serving, path, files, label_key, settings["key_metric"])
+        try:
+            scores = simple_baseline.score(serving, path, files, label_key, settings["key_metric"])
+        except (ValueError, KeyError, OSError, tf_errors.OpError) as e:
+            # TFMA judged the candidate; a simple model that cannot be scored is said so.
+            logger.warning("Simple baseline not scored: %s", e)
+            return {"entries": [], "examples": None, "reason": f"the simple model could not be scored ({e})"}
         logger.info("Simple baseline scored beside the candidate on %d eval examples in %s s", scores["examples"],
                     scores.get("seconds"))
         return scores

@@ -143,9 +143,17 @@ def labels(loaded, serialized: list[bytes], label_key: str):
     import tensorflow as tf
 
     if "transform_features" in loaded.signatures:
-        out = _call(loaded.signatures["transform_features"], serialized)
-        if label_key in out:
-            return np.asarray(out[label_key]).reshape(len(serialized), -1)[:, 0]
+        transform = loaded.signatures["transform_features"]
+        [arg] = transform.structured_input_signature[1].keys()
+        parts = []
+        for i in range(0, len(serialized), _BATCH):  # the label only: other outputs' shapes may vary by batch
+            out = transform(**{arg: tf.constant(serialized[i:i + _BATCH])})
+            if label_key not in out:
+                parts = None
+                break
+            parts.append(np.asarray(out[label_key]).reshape(len(serialized[i:i + _BATCH]), -1)[:, 0])
+        if parts:
+            return np.concatenate(parts)
     values = []
     for record in serialized:
         feature = tf.train.Example.FromString(record).features.feature.get(label_key)

@@ -209,6 +209,12 @@ def load_feature_policy(config: PipelineConfig):
         feature_policy.check_features(policy, schema_features(config.schema_path))
     except feature_policy.PolicyError as e:
         raise ConfigError(f"feature_policy: {e}") from e
+    # A slice's name is a feature value, printed in every report: no identifying feature.
+    identifying = {f for f, r in policy.rules.items() if r.pii in ("pseudonymous", "personal")}
+    sliced = [f for f in (*config.slice_features, *config.fairness_settings.slices) if f in identifying]
+    if sliced:
+        raise ConfigError(f"feature_policy: {', '.join(sorted(set(sliced)))} ({policy.rules[sliced[0]].pii}) cannot be"
+                          " a slice or a fairness group: each slice is named by a value, and reports print it")
     if policy.forbidden:
         uses = forbidden_uses(config, policy.forbidden)
         if uses:

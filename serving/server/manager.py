@@ -78,6 +78,11 @@ class Servable:
         self.signature_defs = _signature_defs(path)
         # The rules its request logs follow (core/feature_policy.py); None: it carries none.
         self.feature_policy = feature_policy.from_model(path)
+        if self.feature_policy is not None and self.feature_policy.needs_hash_key:
+            try:
+                feature_policy.hash_key()
+            except feature_policy.PolicyError as e:
+                logger.error("%s version %d: its request logs will not be written: %s", name, version, e)
         self._loaded = tf.saved_model.load(path)
         # What requests can call: the serving signatures, not the internal `__...` ones.
         self._functions = {k: self._loaded.signatures[k] for k in self.signature_defs if not k.startswith("__")}

@@ -130,6 +130,7 @@ class RequestLogger:
         self._sampling = logging_config_pb2.SamplingConfig()
         self._sampling.CopyFrom(config.sampling_config)
         self._pending: collections.deque = collections.deque()
+        self._policy_error_said = False
         self._closing = threading.Event()
         self._writer, self._path, self._size, self._opened, self._seq = None, "", 0, 0.0, 0
         self._thread = threading.Thread(target=self._write_loop, name=f"request-log-{name}", daemon=True)
@@ -196,6 +197,11 @@ class RequestLogger:
                     self._file().write(data)
                     self._size += len(data)
                     written += 1
+                except policy_lib.PolicyError as e:  # no hash key: nothing of this log is written
+                    if not self._policy_error_said:
+                        logger.error("request log %s: logs are not written: %s", self.prefix, e)
+                        self._policy_error_said = True
+                    failed += 1
                 except Exception:  # noqa: BLE001  a log that cannot be written must not stop the writer
                     logger.exception("request log %s: cannot write", self.prefix)
                     failed += 1
@@ -234,11 +240,6 @@ class RequestLogger:
         if self._limits.max_age_days is not None:
             retention.delete_expired(log_files(self.prefix), self._limits.max_age_days, "request log")
 
-    def expire(self) -> list[str]:
-        """Applies the retention period now (also done whenever a file is closed)."""
-        if self._limits.max_age_days is None:
-            return []
-        return retention.delete_expired(log_files(self.prefix), self._limits.max_age_days, "request log")
 
 
 def _masked_crc(data: bytes) -> bytes:
@@ -323,10 +324,7 @@ def _feature(values) -> tf.train.Feature:
 
 
 def _hashed_bytes(value: bytes, key: bytes) -> bytes:
-    import hashlib
-    import hmac
-
-    return (policy_lib.HASH_PREFIX + hmac.new(key, value, hashlib.sha256).hexdigest()).encode()
+    return policy_lib.keyed_hash(value, key).encode()
 
 
 def _apply_to_example(example: tf.train.Example, policy: policy_lib.FeaturePolicy, key: bytes | None) -> None:

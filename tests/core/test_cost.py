@@ -3,6 +3,7 @@ peak memory, and energy by RAPL or by the documented TDP estimate, named."""
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -39,6 +40,18 @@ def test_the_peak_is_this_blocks_and_not_the_process_lifetimes():
     with cost.measure() as spent:
         pass
     assert spent["peak_rss_mb"] < before + 100  # reset before the block: the 300 MB are not counted
+
+
+def test_only_the_training_nodes_are_charged_the_visible_gpus(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setattr(cost, "RAPL_GLOB", "/nonexistent/energy_uj")
+    with cost.measure(accelerated=True) as trainer:
+        time.sleep(0.05)
+    with cost.measure(accelerated=False) as other:
+        time.sleep(0.05)
+    assert trainer["accelerator_seconds"] == pytest.approx(2 * trainer["wall_seconds"], rel=0.01)
+    assert trainer["energy_j"] >= trainer["accelerator_seconds"] * cost.GPU_WATTS
+    assert other["accelerator_seconds"] == 0 and other["energy_j"] < 10
 
 
 def test_known_answers_of_the_estimate_and_of_rapl_counters(tmp_path, monkeypatch):

@@ -260,3 +260,18 @@ def test_a_report_carries_the_scorecard_and_the_cost_of_its_candidate(workdir):
     assert "Cost of this candidate" in page and "4.5 CPU-seconds" in page and "CodeCarbon" in page
     assert f"ML Test Score: {card['score']:g}" in page
     assert summary_lib.build_summary(record)["cost"]["energy_j"] == 190.0
+
+
+def test_a_node_error_quoting_a_sensitive_features_values_is_withheld(workdir):
+    store = _store(workdir)
+    root = layout.pipeline_root(workdir, "taxi")
+    write_run(store, root, "stopped_by_data_gate")
+    error = "DataGateError: span 201612 failed the data gate: payment_type (values missing from the schema: Bitcoin)"
+    results = [NodeResult(N.DATA_GATE, "failed", error=error, gate_stopped=True)]
+    policy = {"features": {"payment_type": {"pii": "personal", "use_in_model": "allowed", "log": "drop"}}}
+    record = record_lib.read(store, "taxi", root, "run-1", results, feature_policy=policy)
+    assert "Bitcoin" not in record.nodes[N.DATA_GATE].error
+    assert record.nodes[N.DATA_GATE].error.startswith("DataGateError: withheld, it concerns sensitive feature(s)"
+                                                      " payment_type")
+    assert "Bitcoin" not in str(record.to_dict())
+    assert "Bitcoin" in record_lib.read(store, "taxi", root, "run-1", results).nodes[N.DATA_GATE].error  # no policy

@@ -56,10 +56,31 @@ def test_every_test_is_scored_from_evidence_and_the_score_is_the_smallest_sum():
     assert _status(card, "data", 6)["status"] == "manual" and _status(card, "data", 6)["points"] == 0.5
     assert _status(card, "data", 6)["evidence"]["procedure"] == "docs/guides/scorecard.md#new-features"
     assert _status(card, "model", 3)["status"] == "missing"  # no Tuner search recorded
-    assert card["sections"] == {"data": 6.0, "model": 6.0, "infrastructure": 6.0, "monitoring": 7.0}
-    assert card["score"] == 6.0
+    # Versions are kept but no rollback was ever recorded: manual until one is.
+    rollback = _status(card, "infrastructure", 7)
+    assert rollback["status"] == "manual" and rollback["evidence"]["procedure"].endswith("#rollback")
+    assert card["sections"] == {"data": 6.0, "model": 6.0, "infrastructure": 5.5, "monitoring": 7.0}
+    assert card["score"] == 5.5
     text = scorecard.format_text(card)
-    assert "final score 6 (the smallest)" in text and "A simpler model is not better" in text
+    assert "final score 5.5 (the smallest)" in text and "A simpler model is not better" in text
+    recorded = _report()
+    recorded["live"]["events"].append({"event": "canary_rollback", "time": "t", "reason": "worse live"})
+    assert _status(scorecard.compute([recorded], CONTEXT), "infrastructure", 7)["status"] == "automated-passing"
+
+
+def test_runs_are_ordered_by_when_they_started_not_when_their_report_was_rewritten(tmp_path):
+    import json
+    import os
+
+    old, new = _report("old"), _report("new")
+    old["nodes"] = {"Trainer": {"status": "complete", "started": "2026-12-01T00:00:00"}}
+    new["nodes"] = {"Trainer": {"status": "complete", "started": "2026-12-02T00:00:00"}}
+    old["generated_at"] = "2026-12-09T00:00:00+00:00"  # rewritten after a later rollout decision
+    for r in (old, new):
+        folder = tmp_path / "governance" / r["run_id"]
+        os.makedirs(folder)
+        (folder / "report.json").write_text(json.dumps(r))
+    assert [r["run_id"] for r in scorecard.read_reports(str(tmp_path))] == ["new", "old"]
 
 
 def test_switching_a_check_off_turns_its_test_missing_and_the_score_changes():

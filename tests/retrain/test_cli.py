@@ -64,6 +64,13 @@ def test_a_feature_the_policy_forbids_is_refused_naming_it_and_where_the_code_us
                 " uses it: pipelines/taxi/features.py:") in err
         assert "Traceback" not in err
     assert not os.path.exists(tmp_path / "t.json") and not os.path.exists(tmp_path / "w" / "pipeline_root")
+    # A row-identifying feature cannot be a slice: a slice is named by its value.
+    policy["features"]["company"] = {"pii": "pseudonymous", "use_in_model": "allowed", "log": "hash"}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    sliced = _config(tmp_path, feature_policy=str(tmp_path / "policy.yaml"), slice_features=["company"])
+    code, _, err = _run(capsys, "compile", "--out", str(tmp_path / "t.json"), "--config", sliced)
+    assert code == exit_codes.BAD_INPUT
+    assert "feature_policy: company (pseudonymous) cannot be a slice or a fairness group" in err
     # The shipped policy forbids the census tracts, which no taxi code names: it loads.
     code, _, err = _run(capsys, "compile", "--out", str(tmp_path / "t.json"), "--config", _config(tmp_path))
     assert code == 0, err
