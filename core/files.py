@@ -1,5 +1,5 @@
 """Atomic file writes (a reader sees the old file or the new one, never half of either),
-and reading a YAML file with an error that names it."""
+reading a YAML file with an error that names it, and JSON-lines logs (history, audits)."""
 
 from __future__ import annotations
 
@@ -71,3 +71,22 @@ def read_yaml(path: str, error: type[Exception], what: str):
         raise error(f"cannot read {what} {path}: {e}") from e
     except yaml.YAMLError as e:
         raise error(f"{what} {path} is not valid YAML: {e}") from e
+
+
+def append_jsonl(path: str, entry: dict) -> None:
+    """Appends one JSON line (sorted keys) to an append-only log file, creating its folder."""
+    import json
+
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """The entries of a JSON-lines file, oldest first ([] when it does not exist)."""
+    import json
+
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -15,12 +15,12 @@ TensorFlow-free.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import time
 from collections.abc import Iterable
 
+from core import files
 from core.settings import Settings, SettingsError
 
 logger = logging.getLogger(__name__)
@@ -76,8 +76,7 @@ def delete_expired(paths: Iterable[str], max_age_days: float, kind: str, now: fl
         logger.info("retention: deleted %s %s (%.1f days old, max_age_days %g)", kind, path, age, max_age_days)
         entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "deleted": path, "kind": kind,
                  "age_days": round(age, 2), "max_age_days": max_age_days}
-        with open(os.path.join(os.path.dirname(path) or ".", AUDIT_FILE), "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry, sort_keys=True) + "\n")
+        files.append_jsonl(os.path.join(os.path.dirname(path) or ".", AUDIT_FILE), entry)
     return deleted
 
 
@@ -103,8 +102,4 @@ def apply(workdir: str, model_name: str, max_age_days: float) -> list[str]:
 
 def read_audit(folder: str) -> list[dict]:
     """The deletions recorded in `folder` (oldest first)."""
-    path = os.path.join(folder, AUDIT_FILE)
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return files.read_jsonl(os.path.join(folder, AUDIT_FILE))

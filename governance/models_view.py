@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any
 
-from core import layout, metadata, tasks
+from core import files, layout, metadata, tasks
 from core import outcome as outcomes
 from core.finite import finite
 from governance import quarantine
@@ -192,11 +192,7 @@ def _version_entry(report: dict, events: list[dict]) -> dict:
 
 
 def _alerts(workdir: str, pipeline: str, since: str | None) -> list[dict]:
-    path = layout.alerts_path(workdir, pipeline)
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        alerts = [json.loads(line) for line in f if line.strip()]
+    alerts = files.read_jsonl(layout.alerts_path(workdir, pipeline))
     return [a for a in alerts if since is None or (a.get("time") or "") > since]
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
-import json
 import os
+
+from core import files
 
 FILENAME = "history.jsonl"
 
@@ -21,15 +22,9 @@ def append(base_path: str, event: str, **fields) -> dict:
         "user": fields.pop("user", None) or os.environ.get("RETRAIN_USER") or getpass.getuser(),
         **fields,
     }
-    os.makedirs(base_path, exist_ok=True)
-    with open(os.path.join(base_path, FILENAME), "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry, sort_keys=True) + "\n")
+    files.append_jsonl(os.path.join(base_path, FILENAME), entry)
     return entry
 
 
 def read(base_path: str) -> list[dict]:
-    path = os.path.join(base_path, FILENAME)
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return files.read_jsonl(os.path.join(base_path, FILENAME))
