@@ -10,6 +10,7 @@ feature of the schema:
         pii: none              # none | pseudonymous | personal | special
         use_in_model: allowed  # allowed | forbidden
         log: keep              # keep | hash | drop
+        ingest: keep           # keep | drop
         reason: ""             # why; required where use_in_model is forbidden
 
 - `pii`: the sensitivity class. `pseudonymous`: an identifier that names no one by itself
@@ -24,6 +25,11 @@ feature of the schema:
   (`keep`), a keyed hash of it (`hash`: HMAC-SHA256 under the key in RETRAIN_LOG_HASH_KEY,
   a secret that is never in the repository), or nothing (`drop`: the feature never
   reaches disk).
+- `ingest: drop` (for a feature no model may use): the pipeline never stores it. ExampleGen
+  leaves the column out of the examples (both engines), and the run's imported schema and
+  gate policy leave the feature out, so no examples, statistics, anomalies or reports in
+  the workdir hold its values. The curated schema and this file still name it: the raw
+  data have it, and requests may carry it (the request log applies `log`).
 
 TensorFlow-free: read by config validation, the server and the reports.
 """
@@ -58,6 +64,7 @@ class FeatureRule(Settings):
     pii: Literal["none", "pseudonymous", "personal", "special"]
     use_in_model: Literal["allowed", "forbidden"]
     log: Literal["keep", "hash", "drop"]
+    ingest: Literal["keep", "drop"] = "keep"
     reason: str = ""
 
     @property
@@ -67,6 +74,9 @@ class FeatureRule(Settings):
     def check(self) -> None:
         if self.use_in_model == "forbidden" and not self.reason.strip():
             raise SettingsError("reason: required where use_in_model is forbidden (say why)")
+        if self.ingest == "drop" and self.use_in_model != "forbidden":
+            raise SettingsError("ingest: drop is for a feature forbidden in the model (a model cannot use what"
+                                " is never stored): set use_in_model: forbidden with a reason, or ingest: keep")
         if self.sensitive and self.log == "keep":
             raise SettingsError(f"log: a {self.pii} feature is not logged as it is: hash or drop it")
 
@@ -82,6 +92,11 @@ class FeaturePolicy:
     def forbidden(self) -> dict[str, str]:
         """Features no model may use, with the reason."""
         return {f: r.reason for f, r in self.rules.items() if r.use_in_model == "forbidden"}
+
+    @property
+    def not_ingested(self) -> list[str]:
+        """Features the pipeline never stores (`ingest: drop`), sorted."""
+        return sorted(f for f, r in self.rules.items() if r.ingest == "drop")
 
     @property
     def sensitive(self) -> list[str]:
@@ -109,6 +124,7 @@ class FeaturePolicy:
             "sensitive": {f: self.rules[f].pii for f in self.sensitive},
             "logged_hashed": sorted(f for f, r in self.rules.items() if r.log == "hash"),
             "not_logged": sorted(f for f, r in self.rules.items() if r.log == "drop"),
+            "not_ingested": self.not_ingested,
         }
 
 

@@ -117,7 +117,11 @@ def encode_chunk(task: dict) -> dict:
         # Bad input (rare): parse again knowing the chunk's first line number, for the message.
         csv_encoding.parse_chunk(data, len(names), task["path"], _first_line(task))
         raise
-    columns = [csv_encoding.Column.of(c) for c in cells]
+    del data
+    # Columns not ingested are parsed (to count cells) and never encoded.
+    keep = [i for i, name in enumerate(names) if name not in task.get("drop", ())]
+    columns = [csv_encoding.Column.of(cells[i]) for i in keep]
+    names = [names[i] for i in keep]
     del cells
     types = task["types"] or [c.type() for c in columns]
     encoder = csv_encoding.Encoder(names, types, task["buckets"])
@@ -231,7 +235,7 @@ def run_tasks(tasks: list[dict], workers: int, on_done=lambda i, result: None) -
 
 
 def ingest(paths: list[str], split_dirs: list[str], buckets: list[int], workers: int, level: int = 1,
-           chunk_bytes: int | None = None) -> dict:
+           chunk_bytes: int | None = None, drop: tuple[str, ...] | list[str] = ()) -> dict:
     """Writes the examples of the CSV files into the split folders; returns what was done.
 
     Args:
@@ -240,9 +244,12 @@ def ingest(paths: list[str], split_dirs: list[str], buckets: list[int], workers:
       buckets: cumulative hash buckets of the splits.
       workers: worker processes (0: this process).
       level: gzip level of the shards.
+      drop: columns left out of the examples (the feature policy's `ingest: drop`): their
+        cells are parsed and never encoded, so their values reach no file.
 
     Returns:
-      {"rows": per split, "chunks", "rechecked" (chunks encoded twice), "types", "seconds"}.
+      {"rows": per split, "chunks", "rechecked" (chunks encoded twice), "types" (of the
+      columns written), "dropped" (the columns of `drop` the files have), "seconds"}.
 
     Raises:
       csv_encoding.CsvInputError: bad input, naming the file and line.
@@ -255,11 +262,13 @@ def ingest(paths: list[str], split_dirs: list[str], buckets: list[int], workers:
     for d in split_dirs:
         os.makedirs(d, exist_ok=True)
     n = max(1, len(chunks))
+    dropped = [name for name in names if name in set(drop)]
+    kept = [name for name in names if name not in set(drop)]
 
     def task(i: int, types):
         chunk = chunks[i]
         return {"path": chunk.path, "start": chunk.start, "end": chunk.end, "data_start": chunk.data_start,
-                "names": names, "buckets": buckets, "types": types, "level": level,
+                "names": names, "drop": dropped, "buckets": buckets, "types": types, "level": level,
                 "outputs": [os.path.join(d, SHARD_NAME.format(index=i, total=n)) for d in split_dirs]}
 
     done = {"rows": 0, "bytes": 0}
@@ -272,7 +281,7 @@ def ingest(paths: list[str], split_dirs: list[str], buckets: list[int], workers:
                     done["rows"], done["rows"] / max(seconds, 1e-6))
 
     results = run_tasks([task(i, None) for i in range(len(chunks))], workers, progress)
-    types = csv_encoding.merge_types([r["types"] for r in results]) if results else [csv_encoding.UNKNOWN] * len(names)
+    types = csv_encoding.merge_types([r["types"] for r in results]) if results else [csv_encoding.UNKNOWN] * len(kept)
     again = [i for i, r in enumerate(results) if r["types"] != types]
     if again:
         logger.info("%d chunk(s) saw other column types than the split's %s: encoding them again", len(again),
@@ -284,7 +293,7 @@ def ingest(paths: list[str], split_dirs: list[str], buckets: list[int], workers:
             encode_chunk_empty(os.path.join(d, SHARD_NAME.format(index=0, total=1)), level)
     rows = [sum(r["rows"][s] for r in results) for s in range(len(split_dirs))]
     return {"rows": rows, "chunks": len(chunks), "rechecked": len(again), "workers": workers,
-            "types": dict(zip(names, (csv_encoding.TYPE_NAMES[t] for t in types))),
+            "types": dict(zip(kept, (csv_encoding.TYPE_NAMES[t] for t in types))), "dropped": dropped,
             "seconds": round(time.monotonic() - started, 2)}
 
 

@@ -336,6 +336,8 @@ def _feature_policy(policy: dict | None) -> list[str]:
                  _e(", ".join(f"{f} ({c})" for f, c in (policy.get("sensitive") or {}).items()) or "none")))
     rows.append(("request logs: hashed (keyed)", _e(", ".join(policy.get("logged_hashed") or []) or "none")))
     rows.append(("request logs: never written", _e(", ".join(policy.get("not_logged") or []) or "none")))
+    rows.append(("never stored by the pipeline (not ingested)",
+                 _e(", ".join(policy.get("not_ingested") or []) or "none")))
     return ["<h2>Feature policy</h2>", _table(rows)]
 
 

@@ -19,6 +19,7 @@ from components.data_gate.component import DataGate, DataGateReport
 from components.evaluator import eval_config as eval_config_lib
 from components.evaluator.component import Evaluator
 from components.example_gen.component import CsvExampleGen
+from components.import_schema_gen.component import ImportSchemaGen
 from components.resolvers.baseline_model import LastBlessedModelStrategy
 from components.resolvers.latest_hyperparameters import LatestHyperParametersStrategy
 from components.resolvers.served_statistics import ServedModelStatisticsStrategy
@@ -191,7 +192,8 @@ def ingest_and_validate(config: PipelineConfig) -> IngestStage:
     # CSV goes through the fast ingestion engine by default (components/example_gen: the
     # same examples, splits and properties as TFX's Beam executor, on every core).
     if config.example_format == "csv":
-        example_gen_class = functools.partial(CsvExampleGen, ingest=config.ingest_settings)
+        example_gen_class = functools.partial(CsvExampleGen, ingest=config.ingest_settings,
+                                              not_ingested=config.not_ingested)
     else:
         example_gen_class = tfx.components.ImportExampleGen
     example_gen = example_gen_class(
@@ -217,14 +219,18 @@ def ingest_and_validate(config: PipelineConfig) -> IngestStage:
     # Statistics of the new span: input to validation, the gate's checks and reports; with
     # percentiles, which the gate's scale and distribution measures read.
     # The calibrated limits (gate.yaml), read once: the data gate and the serving skew check apply them.
-    gate_policy_json = json.dumps(config_lib.load_gate_policy(config).to_json_dict(), sort_keys=True)
+    # A feature the pipeline never stores (the feature policy's `ingest: drop`) is left out
+    # of the examples (above), the imported schema and the gate's limits and domains (below).
+    not_ingested = config.not_ingested
+    gate_policy_json = json.dumps(config_lib.load_gate_policy(config).without(not_ingested).to_json_dict(),
+                                  sort_keys=True)
 
     statistics_gen = tfx.components.StatisticsGen(
         examples=example_gen.outputs["examples"], stats_options=gate_measures.stats_options()
     )
 
     # The curated schema is imported, never re-inferred (`retrain schema infer` bootstraps it).
-    schema_importer = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
+    schema_importer = ImportSchemaGen(schema_file=config.schema_path, not_ingested=not_ingested)
 
     # Schema anomalies of the new span.
     example_validator = tfx.components.ExampleValidator(

@@ -604,8 +604,8 @@ def render(p: Plan) -> dict[str, str]:
 
 def feature_policy_text(p: Plan) -> str:
     """The generated feature policy (core/feature_policy.py): every column of the schema,
-    those that look like personal data or identifiers forbidden in the model and dropped
-    from request logs, the rest allowed and kept; a person reviews it."""
+    those that look like personal data or identifiers forbidden in the model, dropped from
+    request logs and (from CSV) never ingested, the rest allowed and kept; a person reviews it."""
     import yaml
 
     features = {}
@@ -613,14 +613,17 @@ def feature_policy_text(p: Plan) -> str:
         if column in p.identifiers:
             pii, why = p.identifiers[column]
             features[column] = {"pii": pii, "use_in_model": "forbidden", "log": "drop",
+                                # CSV is ingested without the column (TFRecords as they are).
+                                **({"ingest": "drop"} if p.example_format == "csv" else {}),
                                 "reason": f"retrain new: {why}; review before allowing it"}
         else:
             features[column] = {"pii": "none", "use_in_model": "allowed", "log": "keep"}
     header = (f"# The {p.name} pipeline's feature policy, written by `retrain new` (core/feature_policy.py):\n"
               "# per column, its pii class (none, pseudonymous, personal, special), whether a model may use\n"
               "# it and what request logs keep of it (keep, hash under RETRAIN_LOG_HASH_KEY, drop). Columns\n"
-              "# whose names or values look like personal data or identifiers start forbidden and\n"
-              "# dropped; every other column starts allowed and kept. Review each entry: this is a\n"
+              "# whose names or values look like personal data or identifiers start forbidden, dropped\n"
+              "# from logs and never stored by the pipeline (ingest: drop); every other column starts\n"
+              "# allowed and kept. Review each entry: this is a\n"
               "# governance decision, not a default to trust.\n")
     return header + yaml.safe_dump({"features": features}, sort_keys=False, width=120)
 

@@ -90,7 +90,7 @@ def build_summary(record: RunRecord) -> dict:
         "cost": ({k: v for k, v in record.cost.items() if k != "nodes"} if record.cost else None),
         # The feature policy in force (core/feature_policy.py): forbidden, sensitive, logged.
         "feature_policy": ({k: record.feature_policy.get(k) for k in ("path", "sha256", "forbidden", "sensitive",
-                                                                       "logged_hashed", "not_logged")}
+                                                                       "logged_hashed", "not_logged", "not_ingested")}
                            if record.feature_policy else None),
     }
     if record.approval:
@@ -123,7 +123,9 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  feature policy   {len(policy['forbidden'])} forbidden in the model"
                      + (f" ({', '.join(policy['forbidden'])})" if policy["forbidden"] else "")
                      + f", {len(policy['sensitive'])} sensitive, {len(policy['not_logged'])} never logged,"
-                       f" {len(policy['logged_hashed'])} hashed in request logs")
+                       f" {len(policy['logged_hashed'])} hashed in request logs"
+                     + (f", {len(policy['not_ingested'])} never stored ({', '.join(policy['not_ingested'])})"
+                        if policy.get("not_ingested") else ""))
     if summary["rows"]:
         lines.append(
             "  rows             " + ", ".join(f"{k} {v}" for k, v in summary["rows"].items())

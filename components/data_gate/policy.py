@@ -120,6 +120,20 @@ class GatePolicy:
             return limits.k[measure], limits.source
         return DEFAULT_K[measure], "default"
 
+    def without(self, features: list[str] | tuple[str, ...]) -> GatePolicy:
+        """The policy less every entry of the features (those a run never ingests: their limits
+        would be checked against columns that are not there, and their domains list values)."""
+        drop = set(features)
+        if not drop:
+            return self
+
+        def keep(mapping: Mapping) -> dict:
+            return {k: v for k, v in mapping.items() if k not in drop}
+
+        return dataclasses.replace(self, features=keep(self.features), opt_out=keep(self.opt_out),
+                                   domains=keep(self.domains), domain_opt_out=keep(self.domain_opt_out),
+                                   no_domain=keep(self.no_domain))
+
     def to_json_dict(self) -> dict:
         """The policy as plain values (the DataGate's execution parameter, the reports)."""
         return {

@@ -17,12 +17,14 @@ class CsvExampleGen(tfx.components.CsvExampleGen):
     Args:
       input_base, input_config, output_config, range_config: as TFX's CsvExampleGen.
       ingest: the engine, workers and gzip level (IngestSettings).
+      not_ingested: columns left out of every example (the feature policy's `ingest: drop`).
     """
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
-    def __init__(self, input_base: str, input_config, output_config, range_config, ingest: IngestSettings):
+    def __init__(self, input_base: str, input_config, output_config, range_config, ingest: IngestSettings,
+                 not_ingested: list[str] | tuple[str, ...] = ()):
         # TFX's CsvExampleGen takes no custom_config; its base, FileBasedExampleGen, does.
         example_gen_component.FileBasedExampleGen.__init__(
             self, input_base=input_base, input_config=input_config, output_config=output_config,
-            range_config=range_config, custom_config=executor.custom_config(ingest))
+            range_config=range_config, custom_config=executor.custom_config(ingest, not_ingested))

@@ -34,24 +34,54 @@ from csv_engine import fast_csv
 logger = logging.getLogger(__name__)
 
 
-def custom_config(settings: IngestSettings) -> example_gen_pb2.CustomConfig:
-    """The settings as CsvExampleGen's `custom_config` (what this executor reads)."""
+# The custom_config key of the columns left out (the feature policy's `ingest: drop`).
+NOT_INGESTED_KEY = "not_ingested"
+
+
+def custom_config(settings: IngestSettings, not_ingested: list[str] | tuple[str, ...] = ()) -> example_gen_pb2.CustomConfig:
+    """The settings and the columns not ingested as CsvExampleGen's `custom_config` (what this
+    executor reads)."""
+    values = settings.to_dict()
+    if not_ingested:
+        values[NOT_INGESTED_KEY] = sorted(not_ingested)
     config = example_gen_pb2.CustomConfig()
-    config.custom_config.Pack(json_format.ParseDict(settings.to_dict(), struct_pb2.Struct()))
+    config.custom_config.Pack(json_format.ParseDict(values, struct_pb2.Struct()))
     return config
 
 
-def settings_from(exec_properties: dict[str, Any]) -> IngestSettings:
+def _custom_values(exec_properties: dict[str, Any]) -> dict[str, Any]:
     text = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
     if not text:
-        return IngestSettings()
+        return {}
     config = proto_utils.json_to_proto(text, example_gen_pb2.CustomConfig())
     values = struct_pb2.Struct()
     if config.custom_config.Is(struct_pb2.Struct.DESCRIPTOR):
         config.custom_config.Unpack(values)
-    plain = json_format.MessageToDict(values)
+    return json_format.MessageToDict(values)
+
+
+def settings_from(exec_properties: dict[str, Any]) -> IngestSettings:
+    plain = _custom_values(exec_properties)
+    plain.pop(NOT_INGESTED_KEY, None)
     # Struct numbers are doubles.
     return IngestSettings.from_dict({k: int(v) if isinstance(v, float) else v for k, v in plain.items()})
+
+
+def not_ingested_from(exec_properties: dict[str, Any]) -> list[str]:
+    """The columns left out of the examples."""
+    return [str(c) for c in _custom_values(exec_properties).get(NOT_INGESTED_KEY) or []]
+
+
+def _without(example, columns: frozenset):
+    """A copy of the tf.Example without the columns (the Beam engine's step after TFX's CSV
+    decoding; Beam's elements are not changed in place)."""
+    if not columns & set(example.features.feature):
+        return example
+    out = type(example)()
+    out.CopyFrom(example)
+    for name in columns & set(out.features.feature):
+        del out.features.feature[name]
+    return out
 
 
 def _why_not_fast(input_config, output_config, exec_properties, files: list[str]) -> str | None:
@@ -75,10 +105,32 @@ def _why_not_fast(input_config, output_config, exec_properties, files: list[str]
 
 
 class Executor(csv_executor.Executor):
-    """TFX's CSV executor, or the fast engine (`ingestion.engine`, default auto)."""
+    """TFX's CSV executor, or the fast engine (`ingestion.engine`, default auto); either
+    leaves the columns not ingested out of every example."""
+
+    _not_ingested: list[str] = []
+
+    def GetInputSourceToExamplePTransform(self):
+        """TFX's CSV-to-tf.Example transform, then the columns not ingested deleted: before
+        TFX hashes each example into its split, as the fast engine encodes without them."""
+        to_examples = super().GetInputSourceToExamplePTransform()
+        columns = frozenset(self._not_ingested)
+        if not columns:
+            return to_examples
+        import apache_beam as beam
+
+        @beam.ptransform_fn
+        def _to_examples_without(pipeline, exec_properties, split_pattern):
+            return (pipeline | "ToExamples" >> to_examples(exec_properties, split_pattern)
+                    | "NotIngested" >> beam.Map(_without, columns))
+
+        return _to_examples_without
 
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         settings = settings_from(exec_properties)
+        self._not_ingested = not_ingested_from(exec_properties)
+        if self._not_ingested:
+            logger.info("Columns not ingested (feature policy, ingest: drop): %s", ", ".join(self._not_ingested))
         input_config = proto_utils.json_to_proto(
             exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input())
         output_config = proto_utils.json_to_proto(
@@ -104,7 +156,8 @@ class Executor(csv_executor.Executor):
         split_dirs = [artifact_utils.get_split_uri([examples], name) for name in names]
         workers = settings.workers or machine.usable_cpus()
         logger.info("Generating examples (fast engine, %d worker(s)) from %d file(s): %s", workers, len(files), pattern)
-        done = fast_csv.ingest(files, split_dirs, buckets, workers, settings.compression_level)
+        done = fast_csv.ingest(files, split_dirs, buckets, workers, settings.compression_level,
+                               drop=self._not_ingested)
         logger.info("Examples generated: %s", done)
         payload = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         if payload:

@@ -310,6 +310,12 @@ class PipelineConfig:
             raise ConfigError(f"feature_policy: {e}") from e
 
     @property
+    def not_ingested(self) -> list[str]:
+        """The features the pipeline never stores (the feature policy's `ingest: drop`)."""
+        policy = self.feature_policy_settings
+        return policy.not_ingested if policy is not None else []
+
+    @property
     def simple_baseline_settings(self) -> SimpleBaselineSettings:
         return self.block("simple_baseline")
 

@@ -215,6 +215,7 @@ def load_feature_policy(config: PipelineConfig):
     if sliced:
         raise ConfigError(f"feature_policy: {', '.join(sorted(set(sliced)))} ({policy.rules[sliced[0]].pii}) cannot be"
                           " a slice or a fairness group: each slice is named by a value, and reports print it")
+    check_not_ingested(config, policy.not_ingested)
     if policy.forbidden:
         uses = forbidden_uses(config, policy.forbidden)
         if uses:
@@ -224,6 +225,30 @@ def load_feature_policy(config: PipelineConfig):
                 f" pipeline's code uses it: {', '.join(places)}"
                 + (f"; also forbidden and used: {', '.join(list(uses)[1:])}" if len(uses) > 1 else ""))
     return policy
+
+
+def check_not_ingested(config: PipelineConfig, not_ingested: list[str]) -> None:
+    """A feature the pipeline never stores (`ingest: drop`) can be no slice, fairness group or
+    span-consistency feature (each reads it from the examples), and is left out by
+    CsvExampleGen only.
+
+    Raises:
+      ConfigError: naming the feature and the key that needs it.
+    """
+    if not not_ingested:
+        return
+    consistency = config.consistency_settings
+    needed = {"slice_features": config.slice_features, "fairness.slices": config.fairness_settings.slices,
+              "span_consistency": consistency.features if consistency.enabled else ()}
+    for key, features in needed.items():
+        hit = sorted(set(features) & set(not_ingested))
+        if hit:
+            raise ConfigError(f"feature_policy: {', '.join(hit)} is not ingested (ingest: drop) but {key} reads it"
+                              f" from the examples: leave it out of {key} or set ingest: keep")
+    if config.example_format != "csv":
+        raise ConfigError(f"feature_policy: ingest: drop ({', '.join(not_ingested)}) is applied when CSV is"
+                          f" ingested; this pipeline reads {config.example_format} examples: leave the features"
+                          " out upstream, or set ingest: keep")
 
 
 def _code_files(config: PipelineConfig) -> list[str]:

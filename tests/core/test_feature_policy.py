@@ -21,6 +21,7 @@ def test_the_shipped_taxi_policy_covers_the_schema_and_forbids_the_census_tracts
     assert set(policy.forbidden) == {"pickup_census_tract", "dropoff_census_tract"}
     assert policy.sensitive == ["dropoff_census_tract", "pickup_census_tract"]
     assert policy.log_action("pickup_census_tract") == "drop" and policy.log_action("fare") == "keep"
+    assert policy.not_ingested == ["dropoff_census_tract", "pickup_census_tract"]  # the pipeline never stores them
     assert policy.log_action("not_in_the_schema") == "drop"  # a policy names what may be kept
     assert fp.FeaturePolicy().log_action("anything") == "keep"  # no policy: as before
 
@@ -32,6 +33,8 @@ def test_the_shipped_taxi_policy_covers_the_schema_and_forbids_the_census_tracts
     (_rule(log="mask"), "features.f.log: 'mask' is not one of"),
     ({"pii": "none", "use_in_model": "allowed"}, "features.f: missing key\\(s\\) log"),
     (_rule(loggging="keep"), "features.f: unknown key\\(s\\) loggging"),
+    (_rule(ingest="drop"), "features.f.ingest: drop is for a feature forbidden in the model"),
+    (_rule(ingest="hash"), "features.f.ingest: 'hash' is not one of"),
 ])
 def test_every_bad_entry_is_named(rule, message):
     with pytest.raises(fp.PolicyError, match=f"^p.yaml: {message}"):

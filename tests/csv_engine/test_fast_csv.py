@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import glob
+import gzip
 import json
 import os
 
@@ -148,6 +149,31 @@ def test_the_embedded_taxi_spans_give_the_same_examples(tmp_path):
     assert content == _content(stock)
     assert 800 < sum(len(v) for v in content.values())
     assert 0.65 < len(content["train"]) / sum(len(v) for v in content.values()) < 0.85
+
+
+def test_columns_not_ingested_are_left_out_alike_by_both_engines(tmp_path, small_chunks):
+    """`ingest: drop`: the fast engine and the Beam engine write exactly the examples (and
+    splits) TFX writes from the same files without those columns; the values are nowhere."""
+    secret = "planted.4711@example.org"
+    header, rows = "id,email,price,tract\n", [f'{i},"{secret}, {i}",{i * 1.5},{17031000000 + i}\n' for i in range(12)]
+    _write(str(tmp_path / "in" / "span-1"), "a.csv", header + "".join(rows))
+    _write(str(tmp_path / "bare" / "span-1"), "a.csv",
+           "id,price\n" + "".join(f"{i},{i * 1.5}\n" for i in range(12)))
+    expected = _content(_run(tfx_csv_executor.Executor, str(tmp_path / "stock"),
+                             _exec_properties(str(tmp_path / "bare"), "span-1/*.csv")))
+    assert sum(len(v) for v in expected.values()) == 12
+    for engine in ("fast", "beam"):
+        props = _exec_properties(str(tmp_path / "in"), "span-1/*.csv", IngestSettings(engine=engine, workers=2))
+        props[standard_component_specs.CUSTOM_CONFIG_KEY] = proto_utils.proto_to_json(
+            executor.custom_config(IngestSettings(engine=engine, workers=2), ["tract", "email", "not_a_column"]))
+        ours = _run(executor.Executor, str(tmp_path / engine), props)
+        assert _content(ours) == expected, engine
+        for folder, _, names in os.walk(ours.uri):
+            for name in names:
+                with open(os.path.join(folder, name), "rb") as f:
+                    assert secret.encode() not in gzip.decompress(f.read()), (engine, name)
+    assert executor.not_ingested_from(props) == ["email", "not_a_column", "tract"]
+    assert executor.settings_from(props) == IngestSettings(engine="beam", workers=2)
 
 
 def test_chunk_boundaries_respect_quoted_newlines(tmp_path):

@@ -1,6 +1,8 @@
 """Config parsing: the shipped config loads; every kind of bad value names its field."""
 
 import dataclasses
+import json
+import re
 import subprocess
 import sys
 
@@ -187,3 +189,28 @@ def test_a_config_loads_without_tensorflow():
     out = subprocess.run([sys.executable, "-c", code, TAXI_CONFIG], capture_output=True, text=True, check=True,
                          cwd=REPO).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("feature, config, message", [
+    ("trip_start_hour", TAXI_CONFIG, "trip_start_hour is not ingested (ingest: drop) but slice_features reads it"),
+    ("trip_start_day", TAXI_CONFIG, "trip_start_day is not ingested (ingest: drop) but span_consistency reads it"),
+    ("image_raw", f"{REPO}/pipelines/digits/config.yaml", "is applied when CSV is ingested; this pipeline reads"),
+])
+def test_a_feature_never_stored_cannot_be_read_from_the_examples(feature, config, message):
+    from pipelines.config import validation
+
+    loaded = config_lib.load(config)
+    validation.check_not_ingested(loaded, [])  # nothing dropped: nothing to check
+    with pytest.raises(config_lib.ConfigError, match=re.escape(message)):
+        validation.check_not_ingested(loaded, [feature])
+
+
+def test_the_taxi_run_never_stores_the_census_tracts():
+    config = config_lib.load(TAXI_CONFIG)
+    assert config.not_ingested == ["dropoff_census_tract", "pickup_census_tract"]
+    full = config_lib.load_gate_policy(config)
+    assert "pickup_census_tract" in full.domains and "dropoff_census_tract" in full.features
+    less = full.without(config.not_ingested).to_json_dict()
+    text = json.dumps(less)
+    assert "census_tract" not in text and "17031081401" not in text  # limits and domain values both gone
+    assert less["features"].keys() == full.to_json_dict()["features"].keys() - set(config.not_ingested)

@@ -1,0 +1,1 @@
+"""ImportSchemaGen that leaves out the features the pipeline never stores."""
