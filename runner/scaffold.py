@@ -623,8 +623,8 @@ def feature_policy_text(p: Plan) -> str:
               "# it and what request logs keep of it (keep, hash under RETRAIN_LOG_HASH_KEY, drop). Columns\n"
               "# whose names or values look like personal data or identifiers start forbidden, dropped\n"
               "# from logs and never stored by the pipeline (ingest: drop); every other column starts\n"
-              "# allowed and kept. Review each entry: this is a\n"
-              "# governance decision, not a default to trust.\n")
+              "# allowed and kept. Review each entry: this is a governance decision, not a default to\n"
+              "# trust.\n")
     return header + yaml.safe_dump({"features": features}, sort_keys=False, width=120)
 
 

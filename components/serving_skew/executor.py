@@ -84,6 +84,22 @@ def evaluate_skew(serving_stats, training_stats, schema, policy, baseline: str, 
             "examples": measures.num_examples(serving_stats)}
 
 
+def _not_compared(rules, served: list[str]) -> dict[str, str]:
+    """The features the skew check cannot compare, and why: what the served version's request
+    logs do not keep as sent, and what the pipeline never stores (no training data; the
+    imported schema leaves it out, so TFDV would call it a new column of the traffic)."""
+    if rules is None:
+        return {}
+    out = {}
+    for f in sorted(set(served) | set(rules.rules)):
+        rule = rules.rules.get(f)
+        if rule is not None and rule.ingest == "drop":
+            out[f] = "never stored by the pipeline (feature policy: ingest: drop): no training data to compare"
+        elif rules.log_action(f) != "keep":
+            out[f] = f"{'dropped from' if rules.log_action(f) == 'drop' else 'hashed in'} request logs by the feature policy"
+    return out
+
+
 def check(schema, report, training_statistics, training_examples, serving_model_dir: str, request_log_prefix: str,
           policy: str, action: str, min_examples: int, span: int) -> None:
     """The node's work: the report (and with action "block", a ServingSkewError)."""
@@ -117,12 +133,10 @@ def check(schema, report, training_statistics, training_examples, serving_model_
             baseline = f"training data (span {result['training_span']})"
             # What the served version's request logs do not keep as sent (its feature policy).
             rules = feature_policy.from_model(os.path.join(serving_model_dir, str(version)))
-            not_kept = {f: rules.log_action(f) for f in serving_features(schema_proto)
-                        if rules is not None and rules.log_action(f) != "keep"}
-            if not_kept:
-                result["not_compared"] = {f: f"{'dropped from' if a == 'drop' else 'hashed in'} request logs by the"
-                                             " feature policy" for f, a in not_kept.items()}
-            result.update(evaluate_skew(stats, training, schema_proto, limits, baseline, exclude=set(not_kept)),
+            not_compared = _not_compared(rules, serving_features(schema_proto))
+            if not_compared:
+                result["not_compared"] = not_compared
+            result.update(evaluate_skew(stats, training, schema_proto, limits, baseline, exclude=set(not_compared)),
                           checked=True)
             result["passed"] = not result["skewed_features"] or action != "block"
             with open(os.path.join(report.uri, STATS_FILE), "wb") as f:

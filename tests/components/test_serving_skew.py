@@ -142,3 +142,31 @@ def test_features_the_request_logs_do_not_keep_are_not_compared(tmp_path, config
                                         exclude={"fare", "payment_type"})
     assert result["skewed_features"] == []
     assert not {c["feature"] for c in result["skew"] + result["completeness"]} & {"fare", "payment_type"}
+
+
+def test_what_the_policy_drops_hashes_or_never_stores_is_listed_as_not_compared(tmp_path, config, training_stats):
+    """A feature never stored (ingest: drop) has no training data and is no feature of the
+    imported schema: sent anyway (logs bypassing the policy), TFDV would call it a new column."""
+    from core import feature_policy
+
+    rules = feature_policy.parse({"features": {
+        "fare": {"pii": "none", "use_in_model": "allowed", "log": "keep"},
+        "payment_type": {"pii": "personal", "use_in_model": "allowed", "log": "hash"},
+        "rider_email": {"pii": "personal", "use_in_model": "forbidden", "reason": "contact", "log": "drop",
+                        "ingest": "drop"}}})
+    why = serving_skew._not_compared(rules, ["fare", "payment_type", "trip_miles"])
+    assert why == {"payment_type": "hashed in request logs by the feature policy",
+                   "rider_email": "never stored by the pipeline (feature policy: ingest: drop): no training data"
+                                  " to compare",
+                   "trip_miles": "dropped from request logs by the feature policy"}  # a policy names what is kept
+    assert serving_skew._not_compared(None, ["fare"]) == {}
+    rows = [{**r, "rider_email": "a@b.org"} for r in _rows()]
+    prefix = str(tmp_path / "logs" / "taxi")
+    traffic.log_traffic(prefix, config.schema_path, "tips", rows, VERSION, types={"rider_email": 1})
+    stats, _ = serving_skew.serving_statistics(prefix, VERSION)
+    schema = preflight.load_schema(config.schema_path)
+    policy = config_lib.load_gate_policy(config)
+    flagged = serving_skew.evaluate_skew(stats, training_stats, schema, policy, "training data")
+    assert any(a["feature"] == "rider_email" for a in flagged["anomalies"])  # a new column, for TFDV
+    result = serving_skew.evaluate_skew(stats, training_stats, schema, policy, "training data", exclude=set(why))
+    assert not any(a["feature"] == "rider_email" for a in result["anomalies"])

@@ -21,7 +21,7 @@ def test_the_shipped_taxi_policy_covers_the_schema_and_forbids_the_census_tracts
     assert set(policy.forbidden) == {"pickup_census_tract", "dropoff_census_tract"}
     assert policy.sensitive == ["dropoff_census_tract", "pickup_census_tract"]
     assert policy.log_action("pickup_census_tract") == "drop" and policy.log_action("fare") == "keep"
-    assert policy.not_ingested == ["dropoff_census_tract", "pickup_census_tract"]  # the pipeline never stores them
+    assert policy.not_ingested == []  # stored: the data gate watches them
     assert policy.log_action("not_in_the_schema") == "drop"  # a policy names what may be kept
     assert fp.FeaturePolicy().log_action("anything") == "keep"  # no policy: as before
 

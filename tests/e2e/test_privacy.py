@@ -1,4 +1,4 @@
-"""A personal value in the raw data reaches no file under the workdir: a full taxi run (two
+"""A personal value in the raw data reaches no file under the workdir: a full taxi run (three
 months, trained, evaluated, pushed) plus served traffic, over data with a `rider_email`
 column the feature policy forbids in the model, drops from request logs and never ingests
 (core/feature_policy.py, `ingest: drop`).
@@ -29,7 +29,7 @@ from tests.serving.conftest import InProcessServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SPANS = (201611, 201612)
+SPANS = (201610, 201611, 201612)
 # Recognisable, and in no file of the repository or the runtime.
 TOKEN = "planted-pii-7c1e9a"
 EMAIL = "rider{n}." + TOKEN + "@example.org"
@@ -135,12 +135,11 @@ def test_a_planted_personal_value_reaches_no_file_under_the_workdir(tmp_path):
     files = _pipeline_files(tmp_path)
     work = str(tmp_path / "work")
     proc = retrain_cli("run", "--json", "--config", files["config"], "--workdir", work, "--data-root", files["data"],
-                       "--window", "2", "--span", "201612")
+                       "--window", "3", "--span", "201612")
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["outcome"] == "pushed", summary.get("outcome")
-    assert summary["feature_policy"]["not_ingested"] == ["dropoff_census_tract", "pickup_census_tract",
-                                                         "rider_email"]
+    assert summary["feature_policy"]["not_ingested"] == ["rider_email"]
     assert _serve_traffic(work, files["schema"], files["data"]) == 24
     logged = list(request_log.read(layout.request_log_prefix(work, "taxi")))
     assert len(logged) == 3  # the traffic was logged, less what the policy drops
@@ -149,7 +148,7 @@ def test_a_planted_personal_value_reaches_no_file_under_the_workdir(tmp_path):
     assert "fare" in logged_features and not logged_features & {"rider_email", "pickup_census_tract"}
 
     needle = TOKEN.encode()
-    assert len(files_holding(files["data"], needle)) == 2  # the search finds it where it is
+    assert len(files_holding(files["data"], needle)) == 3  # the search finds it where it is
     assert files_holding(work, needle) == []
     # Nor does any stored example or statistic carry the columns never ingested.
     examples_dir = os.path.join(layout.pipeline_root(work, "taxi"), "CsvExampleGen", "examples")
@@ -157,4 +156,4 @@ def test_a_planted_personal_value_reaches_no_file_under_the_workdir(tmp_path):
     assert shards
     stored = {f for record in tf.data.TFRecordDataset(shards, compression_type="GZIP")
               for f in tf.train.Example.FromString(record.numpy()).features.feature}
-    assert "fare" in stored and not stored & {"rider_email", "pickup_census_tract", "dropoff_census_tract"}
+    assert "fare" in stored and "pickup_census_tract" in stored and "rider_email" not in stored

@@ -105,6 +105,7 @@ def test_columns_that_look_like_personal_data_or_identifiers_are_forbidden_and_n
     feature_policy.check_features(policy, scaffold._schema_types(plan.schema_text))  # one entry per column
     assert set(policy.forbidden) == {"customerId", "contact", "ref"}
     assert all(policy.log_action(c) == "drop" for c in plan.identifiers) and policy.log_action("shelf") == "keep"
+    assert policy.not_ingested == ["contact", "customerId", "ref"]  # never stored by the pipeline either
     assert "review before allowing it" in policy.forbidden["ref"]
     # The generated code names none of them (a comment says why they are left out), and
     # the config points at the policy.
