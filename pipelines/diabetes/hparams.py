@@ -12,7 +12,7 @@ from trainer_toolkit.settings import hparams_from_custom_config
 class HParams:
     """Model settings; overridable from the pipeline config (`hparams:`, Trainer custom_config)."""
 
-    hidden_units: tuple[int, ...] = (64, 32)
+    hidden_units: tuple[int, ...] = (32,)
     learning_rate: float = 0.003
     batch_size: int = 32
     # Seeds weight init and shuffling: the same window and settings give the same model.
