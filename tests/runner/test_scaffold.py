@@ -117,3 +117,27 @@ def test_columns_that_look_like_personal_data_or_identifiers_are_forbidden_and_n
     assert "contact (its values are e-mail addresses: forbidden in schemas/my_private/feature_policy.yaml" in code
     assert yaml.safe_load(files["pipelines/my_private/config.yaml"])["feature_policy"] == (
         "../../schemas/my_private/feature_policy.yaml")
+
+
+def test_the_network_is_sized_to_the_training_split(tmp_path):
+    # Few rows get one hidden layer and half the passes (a larger network learns their noise);
+    # the same data at a hundred times the rows gets the default network.
+    import dataclasses
+
+    import yaml
+
+    from runner import datasets
+    from tests.conftest import REPO
+
+    datasets.write_spans("wine", str(tmp_path / "data"), num_spans=4)
+    small = scaffold.plan(REPO, "my_small", str(tmp_path / "data"), "cultivar")
+    large = dataclasses.replace(small, rows=small.rows * 100)
+    for plan, units, passes in ((small, [32], scaffold.EPOCHS // 2), (large, [64, 32], scaffold.EPOCHS)):
+        files = scaffold.render(plan)
+        text = files["pipelines/my_small/config.yaml"]
+        config = yaml.safe_load(text)
+        assert config["hparams"]["hidden_units"] == units
+        assert f"About {passes} passes" in text
+        assert f"hidden_units: tuple[int, ...] = {tuple(units)!r}" in files["pipelines/my_small/hparams.py"]
+        assert ("A small training split" in text) == (plan is small)
+    assert yaml.safe_load(scaffold.render(large)["pipelines/my_small/config.yaml"])["train_steps"] == 1000
