@@ -10,7 +10,10 @@
 #   scripts/services.sh postgres-db NAME    (re)create an empty PostgreSQL database NAME for Airflow
 #   scripts/services.sh env                 the connection settings (and Airflow's fernet key for its
 #                                           database), as shell exports
-#   scripts/services.sh install PACKAGE BINARY   Debian's PACKAGE unless BINARY is there (benchmark tools)
+#   scripts/services.sh install PACKAGE BINARY ...  Debian's PACKAGEs whose BINARY is missing, in one
+#                                           apt-get call (benchmark tools, chromium)
+#   scripts/services.sh packages [PACKAGE BINARY ...]  the servers' packages (and those named), in one
+#                                           apt-get call: what `make test` installs while the venvs build
 # RETRAIN_AIRFLOW_DATABASE (airflow) and RETRAIN_REDIS_DB (0) pick Airflow's database and broker DB.
 # Ports: RETRAIN_MARIADB_PORT (13306), RETRAIN_POSTGRES_PORT (15432), RETRAIN_REDIS_PORT (16379).
 set -euo pipefail
@@ -26,12 +29,18 @@ die() { echo "services: $*" >&2; exit 1; }
 # shellcheck source=scripts/process_group.sh
 . "$REPO/scripts/process_group.sh"
 
-apt_install() {  # PACKAGE BINARY: Debian's package, once (Debian 12 and 13 name them alike)
-  command -v "$2" >/dev/null 2>&1 || [ -x "$2" ] && return 0
-  [ "$(id -u)" = 0 ] || die "$1 is not installed; run as root or: apt-get install $1"
-  echo "services: installing $1 (apt-get)" >&2
+apt_install() {  # PACKAGE BINARY [PACKAGE BINARY ...]: Debian's packages whose BINARY is missing,
+  # in one apt-get call (one index update; Debian 12 and 13 name them alike)
+  local missing=()
+  while [ $# -ge 2 ]; do
+    { command -v "$2" >/dev/null 2>&1 || [ -x "$2" ]; } || missing+=("$1")
+    shift 2
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  [ "$(id -u)" = 0 ] || die "${missing[*]} not installed; run as root or: apt-get install ${missing[*]}"
+  echo "services: installing ${missing[*]} (apt-get)" >&2
   apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 secret() {  # NAME: a generated password, made once, readable only by its owner
@@ -174,6 +183,9 @@ case "$cmd" in
   mariadb-db) mariadb_db "${names[0]}" ;;
   postgres-db) running postgres || start_postgres; postgres_db "${names[0]}" ;;
   env) env_exports ;;
-  install) [ ${#names[@]} -eq 2 ] || die "install PACKAGE BINARY"; apt_install "${names[0]}" "${names[1]}" ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  install) { [ ${#names[@]} -ge 2 ] && [ $(( ${#names[@]} % 2 )) -eq 0 ]; } || die "install PACKAGE BINARY [PACKAGE BINARY ...]"
+    apt_install "${names[@]}" ;;
+  packages) { [ $(( $# % 2 )) -eq 0 ]; } || die "packages [PACKAGE BINARY ...]"
+    apt_install mariadb-server /usr/sbin/mariadbd postgresql "$(pg_bin)/postgres" redis-server /usr/bin/redis-server "$@" ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac
