@@ -19,6 +19,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -111,10 +112,28 @@ def schema_path() -> str:
     return path
 
 
-def validate(card: Mapping[str, Any]) -> None:
-    """Raises jsonschema.ValidationError where the card does not follow the schema."""
+def _jsonschema():
+    """jsonschema, imported without its IRI format check where it is not loaded yet.
+
+    jsonschema registers that check at import when rfc3987-syntax is installed (Jupyter's
+    dependencies bring it into the TFX runtime), and rfc3987-syntax builds an Earley parser
+    from its grammar when imported: 5-10 s of CPU in every run's report, more than the
+    report's other work. The Model Card schema uses the `uri` and `date` formats only,
+    which keep their checks (rfc3986-validator, the standard library)."""
+    if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # import raises ImportError
+        try:
+            import jsonschema
+        finally:
+            del sys.modules["rfc3987_syntax"]
     import jsonschema
 
+    return jsonschema
+
+
+def validate(card: Mapping[str, Any]) -> None:
+    """Raises jsonschema.ValidationError where the card does not follow the schema."""
+    jsonschema = _jsonschema()
     with open(schema_path(), encoding="utf-8") as f:
         schema = json.load(f)
     jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER).validate(card)

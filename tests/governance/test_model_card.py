@@ -1,12 +1,15 @@
 """The model card (governance/model_card.py): every section, valid against Google's Model
 Card schema, values taken from the run record and the config's `model_card:` block."""
 
+import subprocess
+import sys
+
 import jsonschema
 import pytest
 import yaml
 
 from governance import html, model_card
-from tests.conftest import TAXI_CONFIG
+from tests.conftest import REPO, TAXI_CONFIG
 
 RECORD = {
     "pipeline": "taxi", "run_id": "manual__2026-12-01", "outcome": "pushed", "generated_at": "2026-12-01T02:00:00+00:00",
@@ -58,6 +61,23 @@ def test_a_card_that_breaks_the_schema_is_refused(settings):
         model_card.validate({**card, "approval": "yes"})  # no such top-level section
     with pytest.raises(jsonschema.ValidationError):
         model_card.validate({**card, "model_details": {**card["model_details"], "owners": "ana"}})
+
+
+def test_the_schemas_formats_are_checked_without_building_an_iri_parser(settings):
+    """The uri and date formats the Model Card schema uses are checked; the IRI check, which
+    the schema does not use and whose parser took 5-10 s to build in every run's report, is
+    not loaded (a fresh process, as a run's is)."""
+    card = model_card.build(RECORD, settings)
+    with pytest.raises(jsonschema.ValidationError, match="is not a 'uri'"):
+        model_card.validate({**card, "model_details": {**card["model_details"], "references": [
+            {"reference": "not a uri"}]}})
+    with pytest.raises(jsonschema.ValidationError, match="is not a 'date'"):
+        model_card.validate({**card, "model_details": {**card["model_details"], "version": {
+            **card["model_details"]["version"], "date": "1 December"}}})
+    probe = ("import sys; from governance import model_card; v = model_card._jsonschema().Draft7Validator; "
+             "print(sorted({'uri', 'date', 'iri'} & set(v.FORMAT_CHECKER.checkers)), 'rfc3987_syntax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["['date',", "'uri']", "False"], out
 
 
 @pytest.mark.parametrize("block, message", [
