@@ -88,7 +88,7 @@ MARIADB_SOCK="$ROOT/mariadb.sock"
 mariadb_admin() { mariadb --no-defaults --socket="$MARIADB_SOCK" -uroot "$@"; }
 
 start_mariadb() {
-  apt_install mariadb-server /usr/sbin/mariadbd
+  apt_install "${SERVER_PACKAGES[@]:0:2}"
   running mariadb && return 0
   port_free mariadb "$MARIADB_PORT"
   if [ ! -d "$MARIADB_DIR/mysql" ]; then
@@ -120,7 +120,7 @@ pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 start_postgres() {
-  apt_install postgresql "$(pg_bin)/postgres"
+  apt_install "${SERVER_PACKAGES[@]:2:2}"
   local bin; bin="$(pg_bin)"; [ -n "$bin" ] || die "PostgreSQL binaries not found under /usr/lib/postgresql"
   running postgres && return 0
   port_free postgres "$POSTGRES_PORT"
@@ -151,7 +151,7 @@ postgres_db() {  # NAME [keep]: a database owned by the airflow role (recreated 
 
 # --- Redis: the Celery broker -----------------------------------------------------------
 start_redis() {
-  apt_install redis-server /usr/bin/redis-server
+  apt_install "${SERVER_PACKAGES[@]:4:2}"
   running redis && return 0
   port_free redis "$REDIS_PORT"
   mkdir -p "$ROOT/redis"
@@ -172,6 +172,9 @@ env_exports() {
 }
 
 ALL=(mariadb postgres redis)
+# Each server's Debian package and the binary that shows it is installed (start_* install
+# them one by one; `packages` all at once).
+SERVER_PACKAGES=(mariadb-server /usr/sbin/mariadbd postgresql "$(pg_bin)/postgres" redis-server /usr/bin/redis-server)
 cmd="${1:-}"; shift || true
 # One caller at a time (the two test suites start the same servers side by side).
 exec 9>"$ROOT/.lock"; flock 9
@@ -186,6 +189,6 @@ case "$cmd" in
   install) { [ ${#names[@]} -ge 2 ] && [ $(( ${#names[@]} % 2 )) -eq 0 ]; } || die "install PACKAGE BINARY [PACKAGE BINARY ...]"
     apt_install "${names[@]}" ;;
   packages) { [ $(( $# % 2 )) -eq 0 ]; } || die "packages [PACKAGE BINARY ...]"
-    apt_install mariadb-server /usr/sbin/mariadbd postgresql "$(pg_bin)/postgres" redis-server /usr/bin/redis-server "$@" ;;
+    apt_install "${SERVER_PACKAGES[@]}" "$@" ;;
   *) sed -n '2,14p' "$0"; exit 2 ;;
 esac
