@@ -48,7 +48,13 @@ def check_type(name: str, value: Any, hint: Any) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return check_type(name, value, inner[0])
+        problems = []
+        for alternative in inner:  # the first that takes the value
+            try:
+                return check_type(name, value, alternative)
+            except SettingsError as e:
+                problems.append(str(e).removeprefix(f"{name}: "))
+        raise SettingsError(f"{name}: " + "; or ".join(problems))
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
             raise SettingsError(f"{name}: expected a list, got {value!r}")

@@ -659,7 +659,9 @@ def render(r: dict) -> str:
         for k, v in r.get("nodes", {}).items()) + "</table>")
     if r.get("beam"):
         out.append("<h2>Beam runner per node</h2><table><tr><th>node</th><th>profile</th><th>why</th><th>Beam flags</th></tr>"
-                   + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v.get('profile'))}</td><td>{_e(v.get('reason'))}</td>"
+                   + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v.get('profile'))}</td><td>{_e(v.get('reason'))}"
+                             + (f"; analyzer cache {'on' if v['analyzer_cache']['enabled'] else 'off'}"
+                                f" ({_e(v['analyzer_cache']['reason'])})" if v.get("analyzer_cache") else "") + "</td>"
                              f"<td><code>{_e(' '.join(v.get('args') or []) or '(none: in-memory DirectRunner)')}</code></td></tr>"
                              for k, v in r["beam"].items()) + "</table>")
     out.append("</body></html>")

@@ -32,6 +32,7 @@ from components.tfx_v1 import tfx
 from components.trainer.component import Trainer
 from components.tuner.component import Tuner
 from core import feature_policy, layout, metadata, nodes, spans, tasks
+from pipelines import analyzer_cache
 from pipelines import beam as beam_lib
 from pipelines import config as config_lib
 from pipelines.config import PROJECT_SETUP_FILE, PipelineConfig
@@ -90,12 +91,22 @@ def _span_bytes(config: PipelineConfig, span: int) -> int:
     return sum(e.stat().st_size for e in os.scandir(folder) if e.is_file() and e.name.endswith(suffix))
 
 
+def _window_bytes(config: PipelineConfig) -> int:
+    """Bytes of the input files of this run's training window."""
+    first, last = spans.window(config.span, config.window_spans)
+    return sum(_span_bytes(config, s) for s in range(first, last + 1) if 1 <= s % 100 <= 12)
+
+
+def analyzer_cache_choice(config: PipelineConfig) -> analyzer_cache.CacheChoice:
+    """Whether this run's Transform uses tf.Transform's analyzer cache (pipelines/analyzer_cache.py)."""
+    return config.transform_settings.choose(_window_bytes(config))
+
+
 def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
     """Each Beam node's runner profile and flags for this run's span: the data a node reads
     is the span's (ExampleGen, StatisticsGen) or the training window's (Transform, Evaluator)."""
     span_bytes = _span_bytes(config, config.span)
-    first, last = spans.window(config.span, config.window_spans)
-    window_bytes = sum(_span_bytes(config, s) for s in range(first, last + 1) if 1 <= s % 100 <= 12)
+    window_bytes = _window_bytes(config)
     reads = {config.example_gen_id: span_bytes, nodes.STATISTICS_GEN: span_bytes,
              nodes.TRANSFORM: window_bytes, nodes.EVALUATOR: window_bytes}
     settings = config.beam_settings
@@ -361,14 +372,20 @@ def train(config: PipelineConfig, ingest: IngestStage) -> TrainStage:
     # trainer applies on the fly and embeds in the serving model. Not materialized: writing
     # transformed copies of every span of the window cost more than applying the graph per
     # batch. StatisticsGen already profiles the raw data, so Transform's own stats are off.
+    # With the analyzer cache only where the window is large enough for it to pay
+    # (pipelines/analyzer_cache.py); without it, the resolver above stays upstream, unread, so
+    # every run has the same nodes and edges (a DAG compiled once orders every run's tasks).
+    cache = {"analyzer_cache": cache_resolver.outputs["cache"]} if analyzer_cache_choice(config).enabled \
+        else {"disable_analyzer_cache": True}
     transform = tfx.components.Transform(
         examples=window_resolver.outputs["examples"],
         schema=ingest.schema_importer.outputs["schema"],
         preprocessing_fn=config.preprocessing_fn,
-        analyzer_cache=cache_resolver.outputs["cache"],
         materialize=False,
         disable_statistics=True,
+        **cache,
     )
+    transform.add_upstream_node(cache_resolver)
 
     # The last blessed model is the baseline the candidate must not fall behind (and, with
     # `trainer.warm_start`, the weights the candidate starts from): the newest blessing, not

@@ -217,7 +217,7 @@ def finish_claim(info: dict) -> None:
 
 
 def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) -> dict:
-    from pipelines.factory import beam_choices
+    from pipelines.factory import analyzer_cache_choice, beam_choices
     from runner import node_runner
 
     return {
@@ -226,7 +226,10 @@ def _run_info(config: PipelineConfig, run_id: str, backfilled: list[int], ir) ->
         "window_spans": config.window_spans,
         "pipeline_root": os.path.abspath(config.pipeline_root), "nodes": node_runner.node_ids(ir),
         # How each Beam node runs (pipelines/beam.py), and why: for the summary and the report.
-        "beam": {node: {"profile": c.profile, "reason": c.reason, "args": list(c.args)}
+        # With Transform's: whether it used tf.Transform's analyzer cache (pipelines/analyzer_cache.py), and why.
+        "beam": {node: {"profile": c.profile, "reason": c.reason, "args": list(c.args),
+                        **({"analyzer_cache": dataclasses.asdict(analyzer_cache_choice(config))}
+                           if node == nodes.TRANSFORM else {})}
                  for node, c in beam_choices(config).items()},
         # The feature policy in force (core/feature_policy.py): the record shows it and never
         # prints the raw values of a sensitive feature.

@@ -61,7 +61,9 @@ def build_summary(record: RunRecord) -> dict:
         "span": record.span,
         "backfilled_spans": record.backfilled_spans,
         "nodes": {k: {"status": n.status, "seconds": n.seconds} for k, n in record.nodes.items()},
-        "beam": {k: {"profile": v["profile"], "reason": v["reason"]} for k, v in record.beam.items()},
+        "beam": {k: {"profile": v["profile"], "reason": v["reason"],
+                     **({"analyzer_cache": v["analyzer_cache"]} if "analyzer_cache" in v else {})}
+                 for k, v in record.beam.items()},
         "rows": record.data.get("rows"),
         "window_spans": sorted(w["span"] for w in window) if window else None,
         "data_gate": {**{k: gate.get(k) for k in _GATE_KEYS}, "row_checks": record_lib.row_check_list(gate)}

@@ -23,6 +23,7 @@ from core.airflow_settings import AirflowSettings, AlertSettings
 from core.retention import RetentionSettings
 from core.settings import Settings
 from governance.model_card import ModelCardSettings
+from pipelines.analyzer_cache import TransformSettings
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
 from trainer_toolkit.importance import ImportanceSettings
@@ -32,6 +33,7 @@ from trainer_toolkit.tuning import TuningSettings
 BLOCKS: dict[str, type[Settings]] = {
     "trainer": TrainerSettings,
     "ingestion": IngestSettings,
+    "transform": TransformSettings,
     "span_consistency": SpanConsistency,
     "new_span": NewSpanSettings,
     "simple_baseline": SimpleBaselineSettings,

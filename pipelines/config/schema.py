@@ -27,6 +27,7 @@ from core.errors import BadInput
 from core.settings import SettingsError
 from governance.model_card import ModelCardSettings
 from pipelines import beam as beam_lib
+from pipelines.analyzer_cache import TransformSettings
 from pipelines.config.blocks import BLOCKS
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
@@ -217,6 +218,9 @@ class PipelineConfig:
     # How CsvExampleGen writes examples (components/example_gen): engine fast (every core,
     # no Beam; the same examples and splits), beam (TFX's executor) or auto.
     ingestion: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # How Transform analyzes the window (pipelines/analyzer_cache.py): tf.Transform's analyzer
+    # cache used (true), not (false), or auto (used from analyzer_cache_from_mb of window input).
+    transform: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # TFX's execution cache: a node whose inputs and settings are unchanged reuses its outputs.
     enable_cache: bool = True
     # ML Metadata's store (core/metadata.py): "sqlite" (<workdir>/metadata/<pipeline>.sqlite)
@@ -391,3 +395,7 @@ class PipelineConfig:
     @property
     def ingest_settings(self) -> IngestSettings:
         return self.block("ingestion")
+
+    @property
+    def transform_settings(self) -> TransformSettings:
+        return self.block("transform")

@@ -110,3 +110,24 @@ def test_trainer_gets_toolkit_settings_and_executor(ir):
     assert custom["trainer"]["backup_root"].endswith("pipeline_root/taxi/Trainer/backup")
     deployment = ir.deployment_config
     assert b"components.trainer.executor" in deployment.value
+
+
+@pytest.mark.parametrize("setting, cached", [
+    ({}, False),  # auto: the embedded months are far below analyzer_cache_from_mb
+    ({"analyzer_cache_from_mb": 0}, True),  # auto, every window large enough
+    ({"analyzer_cache": True}, True),
+    ({"analyzer_cache": False}, False),
+])
+def test_transform_reads_the_analyzer_cache_only_where_chosen_and_keeps_its_edges(tmp_path, setting, cached):
+    c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612, "transform": setting})
+    ir = node_runner.compile_pipeline(create_pipeline(c))
+    [transform] = [n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == "Transform"]
+    assert ("analyzer_cache" in transform.inputs.inputs) == cached
+    assert ("updated_analyzer_cache" in transform.outputs.outputs) == cached
+    # The same nodes and edges either way: a DAG compiled once orders every run's tasks.
+    assert {n.pipeline_node.node_info.id: set(n.pipeline_node.upstream_nodes) for n in ir.nodes} == EXPECTED_UPSTREAM
+
+
+def test_a_bad_transform_setting_names_the_key(tmp_path):
+    with pytest.raises(config_lib.ConfigError, match=r"transform.analyzer_cache: expected true or false, got 'on'"):
+        config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "transform": {"analyzer_cache": "on"}})
