@@ -1,5 +1,9 @@
 """The taxi pipeline end to end through `retrain run`, on three monthly spans in a temp dir.
 
+The months carry a planted personal value (tests/e2e/planted.py: a `rider_email` column the
+feature policy never ingests), as raw exports often carry columns no model may use: the
+privacy test searches every file the runs leave for it.
+
 One workdir is shared, as a scheduled job's store would be, but no test depends on
 another or on file order: the first run (backfill, train, push) is a fixture that every
 test needing a served model asks for; every run names its span; a test that changes
@@ -12,21 +16,27 @@ import json
 import os
 import re
 import shutil
+import urllib.request
 
+import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_service_pb2_grpc
 
 from core import layout, sbom, spans
 from runner import preflight
 from serving.repository import history as serving_history
 from serving.repository import signing
+from serving.server import request_log
 from tests import corpus
 from tests.conftest import REPO, TAXI_CONFIG, TAXI_DATA, TAXI_SCHEMA, retrain_cli
+from tests.e2e import planted
 from tests.serving import traffic
+from tests.serving.conftest import InProcessServer
 from tests.serving.test_versions import status
 from tests.waiting import request_logs_closed, until
 
@@ -36,9 +46,8 @@ SPANS = (201610, 201611, 201612)
 
 def _new_env(root):
     data = root / "data"
-    for s in SPANS:
-        shutil.copytree(spans.span_dir(TAXI_DATA, s), spans.span_dir(str(data), s))
-    env = {"root": root, "data": str(data), "work": str(root / "work")}
+    planted.write_spans(str(data), SPANS)
+    env = {"root": root, "data": str(data), "work": str(root / "work"), **planted.pipeline_files(root)}
     # The shipped config, judged on three 60-70-row months: their eval split (~50 rows)
     # is at the shipped minimum, so the test asks for 20.
     env["config"] = _config(env, root / "taxi.yaml", min_eval_examples=20)
@@ -95,8 +104,9 @@ def executions(env, node: str) -> int:
 
 
 def write_corrupted_span(env, span: int, mutate) -> None:
-    """December's trips moved into `span`'s month (corpus.move_to_span), then `mutate`d."""
-    header, rows = corpus.read_rows(TAXI_DATA, 201612)
+    """December's trips (their planted addresses too) moved into `span`'s month
+    (corpus.move_to_span), then `mutate`d."""
+    header, rows = planted.read_rows(201612)
     rows = [mutate(dict(r)) for r in corpus.move_to_span(rows, span)]
     spans.write_span(env["data"], span, header, [[r[h] for h in header] for r in rows])
 
@@ -200,8 +210,69 @@ def test_the_feature_policy_travels_with_the_model_and_the_report_shows_it(env, 
         carried = json.load(f)
     assert carried["features"]["pickup_census_tract"]["use_in_model"] == "forbidden"
     policy = first_run["summary"]["feature_policy"]
-    assert set(policy["forbidden"]) == {"pickup_census_tract", "dropoff_census_tract"}
+    assert set(policy["forbidden"]) == {"pickup_census_tract", "dropoff_census_tract", planted.COLUMN}
     assert policy["sha256"] == carried["sha256"] and len(policy["sha256"]) == 64
+
+
+def _serve_traffic(env, prefix: str) -> int:
+    """December's trips, e-mail and census tracts included, sent to the pushed model by gRPC
+    Predict, gRPC Classify and REST :classify with every request logged; the requests answered."""
+    server = InProcessServer(["--model-name", "taxi", "--model-base-path", serving_dir(env),
+                              "--request-log-sampling-rate", "1", "--request-log-prefix", prefix])
+    try:
+        with open(os.path.join(spans.span_dir(env["data"], 201612), "data.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))[:24]
+        types = {f.name: f.type for f in preflight.load_schema(env["schema"]).feature}
+        examples = [traffic.example(r, types, "tips") for r in rows]
+        assert all(e.features.feature[planted.COLUMN].bytes_list.value for e in examples)
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(server.grpc_target))
+        predict = predict_pb2.PredictRequest()
+        predict.model_spec.name = "taxi"
+        predict.inputs["examples"].CopyFrom(tf.make_tensor_proto([e.SerializeToString() for e in examples[:8]]))
+        answered = len(stub.Predict(predict, timeout=60).outputs["outputs"].float_val)
+        classify = classification_pb2.ClassificationRequest()
+        classify.model_spec.name, classify.model_spec.signature_name = "taxi", "classification"
+        for e in examples[8:16]:
+            classify.input.example_list.examples.add().CopyFrom(e)
+        answered += len(stub.Classify(classify, timeout=60).result.classifications)
+        body = {"signature_name": "classification",
+                "examples": [{k: v for k, v in r.items() if v != "" and k != "tips"} for r in rows[16:24]]}
+        for example in body["examples"]:
+            for k, v in example.items():
+                example[k] = v if types[k] == 1 else (int(v) if types[k] == 2 else float(v))
+        request = urllib.request.Request(server.url + "/v1/models/taxi:classify", data=json.dumps(body).encode(),
+                                         method="POST")
+        with urllib.request.urlopen(request, timeout=60) as r:
+            answered += len(json.load(r)["results"])
+    finally:
+        server.stop()  # the request log writer drains what is queued
+    return answered
+
+
+def test_a_planted_personal_value_reaches_no_file_under_the_workdir(env, first_run):
+    """The planted `rider_email` (forbidden in the model, dropped from request logs, never
+    ingested) reaches no file under the workdir: not the first run's examples, statistics,
+    gate reports, model or governance report, nor the request logs of traffic that carries it.
+    The same search finds it in the input data, so it can fail."""
+    assert first_run["code"] == 0, first_run["stderr"][-3000:]
+    assert first_run["summary"]["feature_policy"]["not_ingested"] == [planted.COLUMN]
+    prefix = os.path.join(env["work"], "privacy-traffic", "requests")
+    assert _serve_traffic(env, prefix) == 24
+    logged = list(request_log.read(prefix))
+    assert len(logged) == 3  # the traffic was logged, less what the policy drops
+    logged_features = {f for log in logged for e in request_log.logged_examples(log)
+                       for f in tf.train.Example.FromString(e).features.feature}
+    assert "fare" in logged_features and not logged_features & {planted.COLUMN, "pickup_census_tract"}
+
+    assert len(planted.files_holding(env["data"])) >= len(SPANS)  # the search finds it where it is
+    assert planted.files_holding(env["work"]) == []
+    # Nor does any stored example carry the column never ingested.
+    examples_dir = os.path.join(layout.pipeline_root(env["work"], "taxi"), "CsvExampleGen", "examples")
+    shards = [os.path.join(d, n) for d, _, names in os.walk(examples_dir) for n in names if n.endswith(".gz")]
+    assert shards
+    stored = {f for record in tf.data.TFRecordDataset(shards, compression_type="GZIP")
+              for f in tf.train.Example.FromString(record.numpy()).features.feature}
+    assert "fare" in stored and "pickup_census_tract" in stored and planted.COLUMN not in stored
 
 
 def test_pushed_model_answers_raw_examples_sensibly(env, first_run):
@@ -258,7 +329,7 @@ def test_second_run_of_the_same_span_hits_the_cache(env, first_run):
 )
 def test_corrupted_span_is_stopped_by_the_gate(env, first_run, span, mutate, feature):
     if isinstance(mutate, str):
-        corpus.write_corrupted(TAXI_DATA, 201612, corpus.BY_NAME[mutate], env["data"], span)
+        corpus.write_corrupted(env["data"], 201612, corpus.BY_NAME[mutate], env["data"], span)  # planted months
     else:
         write_corrupted_span(env, span, mutate)
     before, trainers = versions(env), executions(env, "Trainer")
@@ -328,9 +399,9 @@ def _config(env, path, hparams=None, **changes) -> str:
     """The taxi config on the test's data, with changes."""
     with open(TAXI_CONFIG) as f:
         cfg = yaml.safe_load(f)
-    cfg.update(data_root=env["data"], schema_path=TAXI_SCHEMA,
+    cfg.update(data_root=env["data"], schema_path=env.get("schema", TAXI_SCHEMA),
                gate_policy=os.path.join(REPO, "schemas", "taxi", "gate.yaml"),
-               feature_policy=os.path.join(REPO, "schemas", "taxi", "feature_policy.yaml"))
+               feature_policy=env.get("feature_policy", os.path.join(REPO, "schemas", "taxi", "feature_policy.yaml")))
     if "train_steps" in changes:  # one training budget: the test's replaces the config's epochs
         cfg.pop("train_epochs", None)
     cfg.update({"min_eval_examples": 20, **changes})
@@ -519,7 +590,7 @@ def test_quarantined_span_leaves_the_window_and_the_next_good_month_is_pushed(tm
     listing = retrain_cli("spans", "--config", env["config"], "--workdir", env["work"], timeout=300).stdout
     assert re.search(r"201611\t.*QUARANTINED by reviewer .*: meter fault found after the fact", listing)
     # A good month arrives after the stopped ones: real trips of another month.
-    header, rows = corpus.read_rows(TAXI_DATA, 201609)
+    header, rows = planted.read_rows(201609)
     spans.write_span(env["data"], 201708, header, [[r[h] for h in header] for r in corpus.move_to_span(rows, 201708)])
     code, summary, stderr = retrain(env, "--span", "201708", "--window", "12", config=config)
     assert code == 0, stderr[-3000:]
