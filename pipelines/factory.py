@@ -27,6 +27,8 @@ from components.resolvers.span_window import SpanWindowStrategy
 from components.resolvers.transform_cache import EarlierSpanCacheStrategy
 from components.serving_check.component import ServingCheck
 from components.serving_skew.component import ServingSkew
+from components.statistics_gen import settings as stats_settings
+from components.statistics_gen.component import StatisticsGen
 from components.tflite_export.component import TFLiteExport
 from components.tfx_v1 import tfx
 from components.trainer.component import Trainer
@@ -102,6 +104,13 @@ def analyzer_cache_choice(config: PipelineConfig) -> analyzer_cache.CacheChoice:
     return config.transform_settings.choose(_window_bytes(config))
 
 
+def statistics_engine(config: PipelineConfig) -> stats_settings.EngineChoice:
+    """How this run's StatisticsGen computes the span's statistics (components/statistics_gen)."""
+    span_bytes = _span_bytes(config, config.span)
+    beam = config.beam_settings.choose(nodes.STATISTICS_GEN, span_bytes, PROJECT_SETUP_FILE)
+    return config.statistics_settings.choose(span_bytes, beam.profile)
+
+
 def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
     """Each Beam node's runner profile and flags for this run's span: the data a node reads
     is the span's (ExampleGen, StatisticsGen) or the training window's (Transform, Evaluator)."""
@@ -118,6 +127,13 @@ def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
         choices[config.example_gen_id] = dataclasses.replace(
             gen, reason=f"{beam_lib.UNUSED}: the fast ingestion engine writes the examples ({gen.reason} if TFX's "
                         "executor runs instead)")
+    # A small span's statistics are computed in memory by TFDV (components/statistics_gen).
+    stats_engine = config.statistics_settings.choose(span_bytes, choices[nodes.STATISTICS_GEN].profile)
+    if stats_engine.engine == "in-memory":
+        stats = choices[nodes.STATISTICS_GEN]
+        choices[nodes.STATISTICS_GEN] = dataclasses.replace(
+            stats, reason=f"{beam_lib.UNUSED}: TFDV computes the statistics in memory ({stats_engine.reason}; "
+                          f"{stats.reason} if on Beam)")
     # The Evaluator's Beam pipeline scores at most max_eval_examples (a sample of a larger
     # eval split, drawn before it in TensorFlow): that small, workers cost more than they save.
     if config.max_eval_examples and settings.for_node(nodes.EVALUATOR).profile == "auto":
@@ -236,9 +252,8 @@ def ingest_and_validate(config: PipelineConfig) -> IngestStage:
     gate_policy_json = json.dumps(config_lib.load_gate_policy(config).without(not_ingested).to_json_dict(),
                                   sort_keys=True)
 
-    statistics_gen = tfx.components.StatisticsGen(
-        examples=example_gen.outputs["examples"], stats_options=gate_measures.stats_options()
-    )
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], stats_options=gate_measures.stats_options(),
+                                   engine=statistics_engine(config).engine)
 
     # The curated schema is imported, never re-inferred (`retrain schema infer` bootstraps it).
     schema_importer = ImportSchemaGen(schema_file=config.schema_path, not_ingested=not_ingested)

@@ -18,6 +18,7 @@ from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_check.performance import PerformanceSettings
 from components.serving_skew.settings import SkewSettings
+from components.statistics_gen.settings import StatisticsSettings
 from components.tflite_export.settings import TFLiteSettings
 from core.airflow_settings import AirflowSettings, AlertSettings
 from core.retention import RetentionSettings
@@ -34,6 +35,7 @@ BLOCKS: dict[str, type[Settings]] = {
     "trainer": TrainerSettings,
     "ingestion": IngestSettings,
     "transform": TransformSettings,
+    "statistics": StatisticsSettings,
     "span_consistency": SpanConsistency,
     "new_span": NewSpanSettings,
     "simple_baseline": SimpleBaselineSettings,

@@ -20,6 +20,7 @@ from components.evaluator.staleness import StalenessSettings
 from components.example_gen.settings import IngestSettings
 from components.serving_check.performance import PerformanceSettings
 from components.serving_skew.settings import SkewSettings
+from components.statistics_gen.settings import StatisticsSettings
 from components.tflite_export.settings import TFLiteSettings
 from core import layout, nodes, project, tasks
 from core import metadata as metadata_lib
@@ -221,6 +222,10 @@ class PipelineConfig:
     # How Transform analyzes the window (pipelines/analyzer_cache.py): tf.Transform's analyzer
     # cache used (true), not (false), or auto (used from analyzer_cache_from_mb of window input).
     transform: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # How StatisticsGen computes a span's statistics (components/statistics_gen): engine
+    # in-memory (TFDV in the executor's process), beam (TFX's executor) or auto (in memory
+    # below in_memory_below_mb of span input where the node would run on Beam's DirectRunner).
+    statistics: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # TFX's execution cache: a node whose inputs and settings are unchanged reuses its outputs.
     enable_cache: bool = True
     # ML Metadata's store (core/metadata.py): "sqlite" (<workdir>/metadata/<pipeline>.sqlite)
@@ -399,3 +404,7 @@ class PipelineConfig:
     @property
     def transform_settings(self) -> TransformSettings:
         return self.block("transform")
+
+    @property
+    def statistics_settings(self) -> StatisticsSettings:
+        return self.block("statistics")

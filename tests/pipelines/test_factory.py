@@ -131,3 +131,37 @@ def test_transform_reads_the_analyzer_cache_only_where_chosen_and_keeps_its_edge
 def test_a_bad_transform_setting_names_the_key(tmp_path):
     with pytest.raises(config_lib.ConfigError, match=r"transform.analyzer_cache: expected true or false, got 'on'"):
         config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "transform": {"analyzer_cache": "on"}})
+
+
+@pytest.mark.parametrize("setting, engine, reason", [
+    ({}, "in-memory", "unused: TFDV computes the statistics in memory (auto: 0.0 MB of span input < 32 MB"),
+    ({"in_memory_below_mb": 0}, "beam", "auto: 0.0 MB of input < 256 MB"),  # auto, every span too large
+    ({"engine": "beam"}, "beam", "auto: 0.0 MB of input < 256 MB"),
+    ({"engine": "in-memory"}, "in-memory", "unused: TFDV computes the statistics in memory (configured"),
+])
+def test_statistics_gen_computes_in_memory_where_chosen_and_says_so(tmp_path, setting, engine, reason):
+    from pipelines.factory import beam_choices
+    c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612, "statistics": setting})
+    ir = node_runner.compile_pipeline(create_pipeline(c))
+    [stats] = [n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == "StatisticsGen"]
+    assert stats.parameters.parameters["engine"].field_value.string_value == engine
+    assert beam_choices(c)["StatisticsGen"].reason.startswith(reason)
+    assert {n.pipeline_node.node_info.id: set(n.pipeline_node.upstream_nodes) for n in ir.nodes} == EXPECTED_UPSTREAM
+
+
+def test_statistics_gen_on_another_beam_runner_stays_on_beam(tmp_path):
+    from pipelines.factory import statistics_engine
+    c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612,
+                                      "beam": {"nodes": {"StatisticsGen": {"profile": "direct-multiprocess"}}}})
+    assert statistics_engine(c).engine == "beam"
+    assert statistics_engine(c).reason == "auto: the node's Beam profile is direct-multiprocess"
+
+
+@pytest.mark.parametrize("setting, error", [
+    ({"engine": "fast"}, r"statistics.engine: 'fast' is not one of \['auto', 'in-memory', 'beam'\]"),
+    ({"in_memory_below_mb": -1}, r"statistics.in_memory_below_mb: expected an integer >= 0, got -1"),
+    ({"engin": "beam"}, r"statistics.*engin"),
+])
+def test_a_bad_statistics_setting_names_the_key(tmp_path, setting, error):
+    with pytest.raises(config_lib.ConfigError, match=error):
+        config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "statistics": setting})
