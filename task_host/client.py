@@ -40,7 +40,7 @@ class WarmProcess:
     stderr merged into it unless started with `separate_stderr`): `pid` is its process
     group, `poll()`/`wait()`/`communicate()` as Popen's."""
 
-    def __init__(self, sock: socket.socket, pid: int, stdout: IO[str], stderr: IO[str] | None = None):
+    def __init__(self, sock: socket.socket, pid: int, stdout: IO[str] | None, stderr: IO[str] | None = None):
         self._sock = sock
         self.pid = pid
         self.stdout = stdout
@@ -64,6 +64,17 @@ class WarmProcess:
 
     def poll(self) -> int | None:
         return self._read_exit(0)
+
+    def send_signal(self, sig: int) -> None:
+        """To the command's process group (what it started goes too)."""
+        if self.returncode is None:
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(9)
 
     def wait(self, timeout: float | None = None) -> int:
         rc = self._read_exit(timeout)
@@ -101,21 +112,29 @@ class WarmProcess:
 def start(
     cmd: Sequence[str], env: Mapping[str, str], cwd: str, *, socket_path: str | None = None,
     say: Callable[[str], None] = lambda _msg: None, repo: str = source_hash.REPO, separate_stderr: bool = False,
+    output: IO | None = None,
 ) -> WarmProcess | None:
     """Starts `cmd` (`<tfx python> -m retrain.cli ...`) in the warm runtime; None where there
     is none, or it refused (then `say` says why and the caller runs the command cold).
-    Only `python -m MODULE` commands can run warm; the server says which modules it runs."""
+    Only `python -m MODULE` commands can run warm; the server says which modules it runs.
+    With `output` (an open file), the command writes stdout and stderr there, as
+    `Popen(stdout=output, stderr=STDOUT)` would, instead of to the WarmProcess's pipe."""
     path = socket_path if socket_path is not None else env.get(SOCKET_ENV)
     if not path or len(cmd) < 3 or cmd[1] != "-m" or not os.path.exists(path):
         return None
     request = {"module": cmd[2], "argv": list(cmd[3:]), "python": cmd[0], "env": dict(env), "cwd": cwd,
                "fingerprint": source_hash.runtime_fingerprint(repo)}
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    pipes = [os.pipe() for _ in range(2 if separate_stderr else 1)]
+    if output is not None:
+        output.flush()
+        pipes = [(-1, os.dup(output.fileno()))]  # no read end: the file is the output
+    else:
+        pipes = [os.pipe() for _ in range(2 if separate_stderr else 1)]
 
     def close_read_ends() -> None:
         for read_end, _ in pipes:
-            os.close(read_end)
+            if read_end >= 0:
+                os.close(read_end)
 
     try:
         sock.settimeout(5.0)
@@ -137,5 +156,7 @@ def start(
         say(f"warm TFX runtime refused: {(reply or {}).get('refused', 'no answer')}; starting a cold process")
         return None
     sock.settimeout(None)
+    if output is not None:
+        return WarmProcess(sock, int(reply["pid"]), None)
     streams = [os.fdopen(read_end, "r", buffering=1, errors="replace") for read_end, _ in pipes]
     return WarmProcess(sock, int(reply["pid"]), streams[0], streams[1] if separate_stderr else None)

@@ -47,13 +47,16 @@ PRELOAD = (
     "tfx.components.transform.executor", "tfx.components.trainer.executor", "tfx.components.evaluator.executor",
     "tensorflow_transform.beam", "tensorflow_data_validation", "tensorflow_model_analysis",
     "components.evaluator.executor", "components.trainer.executor", "components.atomic_pusher.executor",
-    "components.example_gen.executor",
+    "components.example_gen.executor", "components.statistics_gen.executor",
     "components.data_gate.component", "components.serving_skew.executor", "components.serving_check.executor",
-    "serving.server.request_log", "grpc",
+    "serving.server.request_log", "serving.server.main", "grpc",
     # Signing a pushed version (serving/repository/signing.py): 1.25 s a run when forked without it.
     "model_signing.hashing", "model_signing.signing", "model_signing.verifying",
 )
 CLI_MODULE = "retrain.cli"
+# The model server: the pre-push serving check starts one per run (components/serving_check).
+SERVING_MODULE = "serving"
+MODULES = (CLI_MODULE, SERVING_MODULE)
 _KILL_GRACE_S = 10.0
 log = logging.getLogger("task_host.warm_server")
 
@@ -168,7 +171,7 @@ def _killpg(pgid: int, sig: int) -> None:
 
 
 class Server:
-    def __init__(self, socket_path: str, preload: tuple[str, ...] = PRELOAD, modules: tuple[str, ...] = (CLI_MODULE,)):
+    def __init__(self, socket_path: str, preload: tuple[str, ...] = PRELOAD, modules: tuple[str, ...] = MODULES):
         self.socket_path = os.path.abspath(socket_path)
         self.preload = preload
         self.modules = modules  # what `python -m` may run here
@@ -219,7 +222,7 @@ class Server:
         out = ["--socket", self.socket_path]
         if self.preload != PRELOAD:
             out += ["--preload", ",".join(self.preload)]
-        if self.modules != (CLI_MODULE,):
+        if self.modules != MODULES:
             out += ["--modules", ",".join(self.modules)]
         return out
 
@@ -229,6 +232,8 @@ class Server:
         if os.path.abspath(request.get("python", "")) != os.path.abspath(sys.executable):
             return f"interpreter {request.get('python')!r} is not this runtime's ({sys.executable})"
         differ = protocol.env_difference(self.env, request.get("env", {}))
+        if differ and not protocol.env_difference({**self.env, **self.import_env}, request.get("env", {})):
+            differ = []  # started by a command of ours: its environment holds what the imports set
         if differ:
             return f"import-time environment differs from this runtime's: {', '.join(differ)}"
         if request.get("module") not in self.modules:
@@ -324,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"Unix socket path (default: ${protocol.SOCKET_ENV})")
     p.add_argument("--ping", action="store_true", help="print the running server's state; exit 1 if none answers")
     p.add_argument("--preload", help="comma-separated modules to import instead of the node runner's set")
-    p.add_argument("--modules", default=CLI_MODULE,
-                   help=f"comma-separated modules clients may run with -m (default {CLI_MODULE})")
+    p.add_argument("--modules", default=",".join(MODULES),
+                   help=f"comma-separated modules clients may run with -m (default {','.join(MODULES)})")
     args = p.parse_args(argv)
     if args.ping:
         state = client.ping(args.socket)

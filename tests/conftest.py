@@ -52,6 +52,8 @@ def retrain_cli(*args: str, env: dict | None = None, cwd: str = REPO, timeout: i
     cmd = [sys.executable, "-m", "retrain.cli", *args]
     env = dict(os.environ if env is None else env)
     sock = _warm_socket()
+    if sock:  # what the command starts in turn (the serving check's server) is forked warm too, as in Airflow
+        env.setdefault(warm.SOCKET_ENV, sock)
     proc = warm.start(cmd, env, cwd, socket_path=sock, separate_stderr=True) if sock else None
     if proc is None:
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -21,7 +21,7 @@ ALLOWED = {
     "trainer_toolkit": {"core"},
     "serving": {"core"},
     "governance": {"core", "serving"},
-    "components": {"core", "csv_engine", "trainer_toolkit", "serving", "governance"},
+    "components": {"core", "task_host", "csv_engine", "trainer_toolkit", "serving", "governance"},
     "rollout": {"core", "serving", "governance"},
     "pipelines": {"core", "trainer_toolkit", "serving", "governance", "components", "rollout"},
     "airflow_tfx": {"core", "task_host"},

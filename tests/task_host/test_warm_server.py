@@ -148,10 +148,12 @@ def test_nodes_run_warm_give_what_a_cold_run_gives(server, tmp_path):
     with open(TEMPLATE) as f:
         order = [n["id"] for n in json.load(f)["nodes"]]
     starts = []
+    # As Airflow's tasks get it: what a node starts in turn (the serving check's server) forks warm too.
+    node_env = {**os.environ, warm.SOCKET_ENV: server["socket"]}
     for node in order:
         t = time.monotonic()
         proc, said = _warm(server, "node", "run", "--workdir", work, "--pipeline", "taxi", "--run-id", "warm-1",
-                           "--node", node)
+                           "--node", node, env=node_env)
         starts.append(time.monotonic() - t)
         assert proc, said
         rc, out = _finish(proc)
@@ -193,6 +195,11 @@ def test_nodes_run_warm_give_what_a_cold_run_gives(server, tmp_path):
     assert warm_eval["auc"] == pytest.approx(cold_eval["auc"], abs=0.05)
     assert warm_summary["blessed"] and cold_summary["blessed"]
     assert warm_summary["serving_check"]["passed"] and cold_summary["serving_check"]["passed"]
+
+    def server_started(summary) -> str:
+        with open(summary["serving_check"]["report"]) as f:
+            return json.load(f)["server_started"]
+    assert (server_started(warm_summary), server_started(cold_summary)) == ("warm", "cold")
 
 
 def _free_port() -> int:
