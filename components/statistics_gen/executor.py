@@ -1,8 +1,8 @@
 """StatisticsGen's executor: TFX's, or TFDV's in-memory engine where the run chose it.
 
-In memory, each split is read into one Arrow record batch (the same TFXIO reader TFX's
-Beam source uses) and `generate_statistics_in_memory` computes the statistics the Beam
-pipeline would, with the same options; the file, split names and artifact properties are
+In memory, each split is read one Arrow record batch at a time (the same TFXIO reader TFX's
+Beam source uses) by the generators `generate_statistics_in_memory` runs, their partial
+results merged as Beam merges its bundles', with the same options; the file, split names and artifact properties are
 those TFX's executor writes, so ExampleValidator, the data gate and the reports read
 either the same way. What the in-memory engine does not do (sampling, sharded output,
 read-path filtering) runs TFX's executor whatever the engine.
@@ -15,7 +15,6 @@ import os
 import time
 from typing import Any
 
-import pyarrow as pa
 import tensorflow_data_validation as tfdv
 from tensorflow_data_validation.statistics import stats_impl
 from tfx.components.statistics_gen import executor as tfx_executor
@@ -39,15 +38,22 @@ def _split_names(examples, exclude: list[str]) -> list[str]:
     return [s for s in splits if s not in exclude]
 
 
-def read_split(examples, split: str) -> pa.RecordBatch | None:
-    """The whole split as one record batch (None: the split holds no example)."""
+def split_statistics(examples, split: str, options: tfdv.StatsOptions):
+    """The split's statistics and its number of examples, read one record batch at a time:
+    each batch's partial statistics are merged into the generators' accumulators, as Beam
+    merges each bundle's, so batches may differ in columns and types (a feature no example
+    of a batch has) and only one batch is held at a time."""
     tfxio = tfxio_utils.get_split_tfxio(examples=[examples], split=split,
                                         telemetry_descriptors=tfx_executor._TELEMETRY_DESCRIPTORS)
-    batches = list(tfxio.RecordBatches(dataset_options.RecordBatchesOptions(
-        batch_size=_BATCH_ROWS, shuffle=False, num_epochs=1)))
-    if not batches:
-        return None
-    return pa.Table.from_batches(batches).combine_chunks().to_batches(max_chunksize=None)[0]
+    generators = stats_impl.get_generators(options, in_memory=True)
+    accumulators = [g.create_accumulator() for g in generators]
+    rows = 0
+    for batch in tfxio.RecordBatches(dataset_options.RecordBatchesOptions(
+            batch_size=_BATCH_ROWS, shuffle=False, num_epochs=1)):
+        rows += batch.num_rows
+        partial = stats_impl.generate_partial_statistics_in_memory(batch, options, generators)
+        accumulators = [g.merge_accumulators([a, p]) for g, a, p in zip(generators, accumulators, partial)]
+    return stats_impl.extract_statistics_output(accumulators, generators), rows
 
 
 class Executor(tfx_executor.Executor):
@@ -75,19 +81,22 @@ class Executor(tfx_executor.Executor):
         splits = _split_names(examples, exclude)
         if not splits:
             raise ValueError(f"No splits for examples artifact: {examples}")
-        batches = {split: read_split(examples, split) for split in splits}
-        if any(b is None for b in batches.values()):
-            # An empty split has no record batch to profile; TFX's executor writes its statistics.
-            logger.info("Statistics on Beam: split(s) %s hold no example",
-                        ", ".join(s for s, b in batches.items() if b is None))
-            return super().Do(input_dict, output_dict, exec_properties)
-
         if input_dict.get(standard_component_specs.SCHEMA_KEY):
             if options.schema:
                 raise ValueError("A schema was provided as an input and the stats_options exec_property also "
                                  "contains a schema value. At most one of these may be set.")
             options.schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(
                 artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])))
+
+        computed = {}
+        for split in splits:
+            started = time.monotonic()
+            computed[split] = (*split_statistics(examples, split, options), time.monotonic() - started)
+        empty = [split for split, (_, rows, _) in computed.items() if not rows]
+        if empty:
+            # No example to profile: TFX's executor writes what an empty split's statistics are.
+            logger.info("Statistics on Beam: split(s) %s hold no example", ", ".join(empty))
+            return super().Do(input_dict, output_dict, exec_properties)
 
         statistics = artifact_utils.get_single_instance(output_dict[standard_component_specs.STATISTICS_KEY])
         statistics.split_names = artifact_utils.encode_split_names(splits)
@@ -96,10 +105,8 @@ class Executor(tfx_executor.Executor):
                                               stats_utils.generate_stats_dashboard_link(statistics))
         statistics.set_json_value_custom_property(tfx_executor.SAMPLE_RATE_BY_SPLIT_PROPERTY_NAME,
                                                   json_utils.dumps({s: 1.0 for s in splits}))
-        for split, batch in batches.items():
-            started = time.monotonic()
-            stats = stats_impl.generate_statistics_in_memory(batch, options)
+        for split, (stats, rows, seconds) in computed.items():
             path = os.path.join(artifact_utils.get_split_uri([statistics], split), tfx_executor.DEFAULT_FILE_NAME)
             io_utils.write_bytes_file(path, stats.SerializeToString())
             logger.info("Statistics for split %s (%d examples) computed in memory in %.2f s, written to %s",
-                        split, batch.num_rows, time.monotonic() - started, path)
+                        split, rows, seconds, path)

@@ -21,8 +21,10 @@ from components.statistics_gen.component import ENGINE_KEY, StatisticsGen
 SPLITS = {"train": 1500, "eval": 300}
 
 
-def _example(rng: random.Random) -> bytes:
+def _example(rng: random.Random, rare: bool) -> bytes:
     f = {}
+    if rare:  # only in the last examples: no record batch before them has the column at all
+        f["rare"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(0, 3)]))
     if rng.random() > 0.1:  # sometimes missing
         f["fare"] = tf.train.Feature(float_list=tf.train.FloatList(value=[rng.lognormvariate(2, 0.7)]))
     f["trips"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(0, 40)]))
@@ -41,8 +43,8 @@ def examples(tmp_path_factory):
         os.makedirs(root / f"Split-{split}")
         for shard in range(2):
             with tf.io.TFRecordWriter(str(root / f"Split-{split}" / f"data-{shard}.gz"), "GZIP") as w:
-                for _ in range(rows // 2):
-                    w.write(_example(rng))
+                for i in range(rows // 2):
+                    w.write(_example(rng, rare=shard == 1 and i >= rows // 2 - 100))
     artifact = standard_artifacts.Examples()
     artifact.uri = str(root)
     artifact.split_names = artifact_utils.encode_split_names(list(SPLITS))
@@ -87,14 +89,16 @@ def _run(tmp_path, examples, engine: str | None, options: tfdv.StatsOptions | No
 
 
 def test_in_memory_statistics_are_beams(tmp_path, examples, monkeypatch):
-    monkeypatch.setattr(executor, "_BATCH_ROWS", 256)  # several record batches per split
+    monkeypatch.setattr(executor, "_BATCH_ROWS", 256)  # several record batches per split, not alike
     beam_artifact, beam = _run(tmp_path, examples, "beam")
     mem_artifact, mem = _run(tmp_path, examples, "in-memory")
     assert set(mem) == set(beam) == set(SPLITS)
     for split, rows in SPLITS.items():
         assert mem[split].datasets[0].num_examples == rows
         assert _by_feature(mem[split]) == _by_feature(beam[split]), split
-        assert len(_by_feature(mem[split])) == 5  # num_examples and the four features
+        assert len(_by_feature(mem[split])) == 6  # num_examples and the five features
+        [rare] = [f for f in mem[split].datasets[0].features if f.path.step == ["rare"]]
+        assert rare.num_stats.common_stats.num_non_missing == 100
     assert mem_artifact.split_names == beam_artifact.split_names
     assert mem_artifact.span == beam_artifact.span == 201612
     for name in (executor.tfx_executor.STATS_DASHBOARD_LINK, executor.tfx_executor.SAMPLE_RATE_BY_SPLIT_PROPERTY_NAME):
