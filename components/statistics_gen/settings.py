@@ -2,11 +2,12 @@
 statistics (TensorFlow-free, so configs validate where TF is absent).
 
 TFDV computes the same statistics two ways: a Beam pipeline (`tfdv.GenerateStatistics`,
-what TFX's executor runs) or in memory over one Arrow record batch
-(`stats_impl.generate_statistics_in_memory`). On a small span the Beam pipeline's set-up is
+what TFX's executor runs) or in one process, a record batch at a time (the generators of
+`stats_impl.generate_statistics_in_memory`). On a small span the Beam pipeline's set-up is
 nearly all of the node's time (1.9 s per split of a 73-row month against 0.7 s in memory,
-the same statistics proto); from some size the span no longer belongs in one process's
-memory, and Beam's runners scale it out.
+the same statistics proto); from some size one core is not enough and the approximate
+quantiles start to differ from Beam's (docs/decisions/statistics-in-memory-for-small-spans.md),
+and Beam's runners scale it out.
 """
 
 from __future__ import annotations
