@@ -128,7 +128,7 @@ def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
             gen, reason=f"{beam_lib.UNUSED}: the fast ingestion engine writes the examples ({gen.reason} if TFX's "
                         "executor runs instead)")
     # A small span's statistics are computed in memory by TFDV (components/statistics_gen).
-    stats_engine = config.statistics_settings.choose(span_bytes, choices[nodes.STATISTICS_GEN].profile)
+    stats_engine = statistics_engine(config)
     if stats_engine.engine == "in-memory":
         stats = choices[nodes.STATISTICS_GEN]
         choices[nodes.STATISTICS_GEN] = dataclasses.replace(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import socket
 import subprocess
 import threading
@@ -74,7 +75,7 @@ class WarmProcess:
                 pass
 
     def kill(self) -> None:
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int:
         rc = self._read_exit(timeout)

@@ -87,14 +87,14 @@ def _profile(examples_uri: str, engine: str, out: str) -> None:
 def _compare(a: str, b: str) -> str:
     """'identical' (to 10 significant digits), or how far the approximate quantile
     histograms' bucket counts differ where everything else is identical, or 'DIFFERENT'."""
-    from google.protobuf import json_format
     from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    from components.statistics_gen import compare
 
     def load(root, split):
         with open(os.path.join(root, f"Split-{split}", "FeatureStats.pb"), "rb") as f:
             [d] = statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read()).datasets
-        return {"num_examples": d.num_examples,
-                **{".".join(x.path.step): json_format.MessageToDict(x) for x in d.features}}
+        return compare.by_feature(d)
 
     widest = [0.0]
 
@@ -110,21 +110,11 @@ def _compare(a: str, b: str) -> str:
             return True
         if isinstance(x, list) and isinstance(y, list):
             return len(x) == len(y) and all(same(i, j) for i, j in zip(x, y))
-        return _rounded(x) == _rounded(y)
+        return x == y  # numbers already rounded by compare.by_feature
 
     if not all(same(load(a, s), load(b, s)) for s in ("train", "eval")):
         return "DIFFERENT"
     return "identical" if widest[0] < 1e-6 else f"identical but quantile bucket counts (widest gap {widest[0]:.2f} examples)"
-
-
-def _rounded(value):
-    if isinstance(value, float):
-        return float(f"{value:.10g}")
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
 
 
 def main() -> None:

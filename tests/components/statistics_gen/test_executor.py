@@ -10,12 +10,11 @@ import random
 import pytest
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
-from google.protobuf import json_format
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 
 from components.data_gate import measures
-from components.statistics_gen import executor
+from components.statistics_gen import compare, executor
 from components.statistics_gen.component import ENGINE_KEY, StatisticsGen
 
 SPLITS = {"train": 1500, "eval": 300}
@@ -52,23 +51,9 @@ def examples(tmp_path_factory):
     return artifact
 
 
-def _rounded(value):
-    if isinstance(value, float):
-        return float(f"{value:.10g}")
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
-
-
 def _by_feature(stats: statistics_pb2.DatasetFeatureStatisticsList) -> dict:
-    """Each feature's statistics by path, to 10 significant digits: the order of features
-    in the proto is the merge's, and Beam merges partial sums in another order (a standard
-    deviation of 12.065879808598938 against 12.06587980859894)."""
     [dataset] = stats.datasets
-    return {"num_examples": dataset.num_examples,
-            **{tuple(f.path.step): _rounded(json_format.MessageToDict(f)) for f in dataset.features}}
+    return compare.by_feature(dataset)
 
 
 def _run(tmp_path, examples, engine: str | None, options: tfdv.StatsOptions | None = None):
@@ -97,7 +82,7 @@ def test_in_memory_statistics_are_beams(tmp_path, examples, monkeypatch):
         assert mem[split].datasets[0].num_examples == rows
         assert _by_feature(mem[split]) == _by_feature(beam[split]), split
         assert len(_by_feature(mem[split])) == 6  # num_examples and the five features
-        [rare] = [f for f in mem[split].datasets[0].features if f.path.step == ["rare"]]
+        [rare] = [f for f in mem[split].datasets[0].features if list(f.path.step) == ["rare"]]
         assert rare.num_stats.common_stats.num_non_missing == 100
     assert mem_artifact.split_names == beam_artifact.split_names
     assert mem_artifact.span == beam_artifact.span == 201612
@@ -123,3 +108,20 @@ def test_the_component_keeps_tfxs_node_id_and_refuses_an_unknown_engine(examples
     with pytest.raises(ValueError, match=r"StatisticsGen engine: 'fast' is not one of"):
         StatisticsGen(examples=channel, engine="fast")
 
+
+
+def test_an_empty_split_is_profiled_by_beam(tmp_path, caplog):
+    root = tmp_path / "examples"
+    rng = random.Random(3)
+    for split, rows in (("train", 50), ("eval", 0)):
+        os.makedirs(root / f"Split-{split}")
+        with tf.io.TFRecordWriter(str(root / f"Split-{split}" / "data-0.gz"), "GZIP") as w:
+            for _ in range(rows):
+                w.write(_example(rng, rare=False))
+    examples = standard_artifacts.Examples()
+    examples.uri = str(root)
+    examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
+    with caplog.at_level(logging.INFO, logger=executor.__name__):
+        _, stats = _run(tmp_path, examples, "in-memory")
+    assert "Statistics on Beam: split(s) eval hold no example" in caplog.text
+    assert stats["train"].datasets[0].num_examples == 50 and stats["eval"].datasets[0].num_examples == 0
