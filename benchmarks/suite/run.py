@@ -54,6 +54,9 @@ def main() -> int:
     commit = subprocess.run(["git", "-C", REPO, "rev-parse", args.commit], capture_output=True, text=True,
                             check=True).stdout.strip()
     clone = tempfile.mkdtemp(prefix="suite-")
+    # Readable by others, as a clone in the open is: the database servers run as their own
+    # users (postgres) and keep their data under the clone's .services/.
+    os.chmod(clone, 0o755)
     log_path = clone.rstrip("/") + ".log"
     subprocess.run(["git", "clone", "-q", REPO, clone], check=True)
     subprocess.run(["git", "-C", clone, "checkout", "-q", commit], check=True)
