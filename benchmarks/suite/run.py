@@ -62,7 +62,7 @@ def main() -> int:
     subprocess.run(["git", "-C", clone, "checkout", "-q", commit], check=True)
     print(f"make test at {commit[:10]} in {clone} (log: {log_path})", file=sys.stderr)
     cpu0, t0 = busy_cpu_seconds(), time.monotonic()
-    with open(log_path, "w") as log:
+    with open(log_path, "w", buffering=1) as log:  # line by line: `tail -f` shows the lanes as they go
         proc = subprocess.Popen(["make", "test", "PYTEST_ARGS=--durations=0"], cwd=clone, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         lanes: dict[str, tuple[float, str]] = {}
