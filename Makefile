@@ -126,7 +126,7 @@ services-stop:
 test:
 	$(MAKE) --no-print-directory -j4 venv airflow-venv docs-venv system-packages
 	$(MAKE) --no-print-directory -j2 $(TEMPLATES)
-	scripts/services.sh start || { rc=$$?; scripts/services.sh stop; exit $$rc; }
+	scripts/services.sh start
 	$(MAKE) --no-print-directory -j3 test-tfx test-e2e test-lane2; rc=$$?; scripts/services.sh stop; exit $$rc
 
 system-packages:

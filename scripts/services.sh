@@ -124,7 +124,13 @@ start_postgres() {
   local bin; bin="$(pg_bin)"; [ -n "$bin" ] || die "PostgreSQL binaries not found under /usr/lib/postgresql"
   running postgres && return 0
   port_free postgres "$POSTGRES_PORT"
-  # PostgreSQL refuses to run as root: its data dir belongs to the package's postgres user.
+  # PostgreSQL refuses to run as root: its data dir belongs to the package's postgres user,
+  # which must be able to reach it (a checkout under a 0700 home or mkdtemp folder is not).
+  if [ "$(id -u)" = 0 ] && ! as_pg test -x "$ROOT"; then
+    local d="" part; IFS=/ read -ra parts <<< "${ROOT#/}"
+    for part in "${parts[@]}"; do d="$d/$part"; as_pg test -x "$d" || break; done  # the first folder it cannot enter
+    die "postgres: the postgres user cannot reach $ROOT ($d is not open to others: $(stat -c %A "$d")); set RETRAIN_SERVICES to a folder it can reach, or chmod o+x $d"
+  fi
   if [ ! -f "$PG_DIR/PG_VERSION" ]; then
     mkdir -p "$PG_DIR"; [ "$(id -u)" = 0 ] && chown postgres: "$PG_DIR"; chmod 700 "$PG_DIR"
     as_pg "$bin/initdb" -D "$PG_DIR" -U postgres --auth=trust -E UTF8 >"$ROOT/postgres-init.log" 2>&1 \
@@ -180,7 +186,13 @@ cmd="${1:-}"; shift || true
 exec 9>"$ROOT/.lock"; flock 9
 names=("$@"); [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
 case "$cmd" in
-  start) for n in "${names[@]}"; do "start_$n"; done ;;
+  # A server that fails to start stops those this call started before it (not ones already
+  # running), so a failed start never leaves a port held for the next one.
+  start) started=()
+    for n in "${names[@]}"; do
+      running "$n" || started+=("$n")
+      ( "start_$n" ) || { for s in "${started[@]}"; do stop_one "$s" >&2 || true; done; exit 1; }
+    done ;;
   stop) for n in "${names[@]}"; do stop_one "$n"; done ;;
   status) for n in "${ALL[@]}"; do running "$n" && echo "$n: running" || echo "$n: stopped"; done ;;
   mariadb-db) mariadb_db "${names[0]}" ;;

@@ -3,8 +3,11 @@ is now someone else's (pids are reused after a reboot or a restored machine) is 
 running server, and `stop` leaves that process alone."""
 
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
+import tempfile
 
 SERVICES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "scripts", "services.sh")
@@ -23,3 +26,28 @@ def test_a_reused_group_id_is_not_a_running_server_and_is_never_signalled(tmp_pa
     finally:
         os.killpg(stranger.pid, signal.SIGKILL)
         stranger.wait()
+
+
+def test_a_failed_start_names_the_closed_folder_and_stops_what_it_started():
+    """PostgreSQL runs as the `postgres` user: under a folder closed to others (a 0700 home,
+    a mkdtemp folder) it cannot reach its data. The start names that folder, and MariaDB,
+    started before it in the same call, is stopped, so no port stays held for the next start."""
+    # Under a folder open to others (pytest's own tmp_path base is 0700, which would be the one named).
+    base = pathlib.Path(tempfile.mkdtemp(prefix="services-"))
+    base.chmod(0o755)
+    closed = base / "closed"
+    closed.mkdir(mode=0o700)
+    root = closed / "services"
+    env = {**os.environ, "RETRAIN_SERVICES": str(root), "RETRAIN_MARIADB_PORT": "23306",
+           "RETRAIN_POSTGRES_PORT": "25432"}
+    try:
+        start = subprocess.run([SERVICES, "start", "mariadb", "postgres"], env=env, capture_output=True, text=True,
+                               timeout=300)
+        assert start.returncode != 0
+        assert f"the postgres user cannot reach {root} ({closed} is not open to others" in start.stderr, start.stderr
+        assert "mariadb stopped" in start.stderr
+        status = subprocess.run([SERVICES, "status"], env=env, capture_output=True, text=True, check=True).stdout
+        assert "mariadb: stopped" in status and "postgres: stopped" in status
+    finally:
+        subprocess.run([SERVICES, "stop"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(base, ignore_errors=True)
