@@ -36,8 +36,8 @@ def busy_cpu_seconds() -> float:
     """The machine's busy CPU time so far (every core, every process), from /proc/stat."""
     with open("/proc/stat") as f:
         fields = [int(v) for v in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq = (fields + [0] * 7)[:7]  # steal: another guest's, not ours
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def counts(summary: str) -> dict[str, int]:
