@@ -69,12 +69,15 @@ def json_rows(out: str) -> list[dict]:
     return json.loads(lines[-1]) if lines else []
 
 
+def api_base(env) -> str:
+    return f"http://127.0.0.1:{env['AIRFLOW_PORT']}"
+
+
 def runs(env) -> dict[str, str]:
     """The DAG's runs and their states, from the REST API: polled every 10 s, where each
     `airflow dags list-runs` would pay a second of CPU importing Airflow."""
-    base = f"http://127.0.0.1:{env['AIRFLOW_PORT']}"
     return {r["dag_run_id"]: r["state"]
-            for r in ui.api(base, "GET", "/api/v2/dags/taxi_retraining/dagRuns?limit=100")["dag_runs"]}
+            for r in ui.api(api_base(env), "GET", "/api/v2/dags/taxi_retraining/dagRuns?limit=100")["dag_runs"]}
 
 
 def tfx(env, *args) -> subprocess.CompletedProcess:
@@ -88,7 +91,7 @@ def tfx(env, *args) -> subprocess.CompletedProcess:
 
 
 def test_a_parallel_backfill_runs_on_both_celery_workers_in_month_order(cluster):
-    base = f"http://127.0.0.1:{cluster['AIRFLOW_PORT']}"
+    base = api_base(cluster)
     ui.wait_for_dag(base, "taxi_retraining")  # the dag-processor parses dags/ on its own schedule
     ui.api(base, "PATCH", "/api/v2/dags/taxi_retraining", {"is_paused": False})
     airflow(cluster, "backfill", "create", "--dag-id", "taxi_retraining", "--from-date", MONTHS[0], "--to-date",
