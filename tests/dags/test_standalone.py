@@ -221,6 +221,8 @@ def spans_for_the_models_view(standalone, first_run):
         (standalone["data"] / "span-201304" / SUCCESS_MARKER).touch()
         _check_for_data(base)
     pushed = _wait_run(base, RETRAIN, lambda r: r["partition_key"] == "201304", 1500)
+    report = _report(standalone["root"], pushed["dag_run_id"])
+    assert report["outcome"] == "pushed", (report["outcome"], report["outcome_reason"], report["evaluation"])
     with open(os.path.join(TAXI_DATA, "span-201305", "data.csv"), newline="") as f:
         rows = list(csv.reader(f))
     col = rows[0].index("payment_type")
@@ -232,6 +234,14 @@ def spans_for_the_models_view(standalone, first_run):
     _check_for_data(base)
     stopped = _wait_run(base, RETRAIN, lambda r: r["partition_key"] == "201305", 900)
     return first_run[1], pushed, stopped
+
+
+def _report(root, run_id: str) -> dict:
+    """The governance report of the run: what it decided and why (read when a later check
+    needs its outcome, so a refusal fails with its reasons rather than as a missing canary)."""
+    reports = root / "work" / "pipeline_root" / "taxi" / "governance"
+    [path] = [p for p in reports.glob("*/report.json") if json.loads(p.read_text())["run_id"] == run_id]
+    return json.loads(path.read_text())
 
 
 def _status(url: str, token: str | None = None, data: dict | None = None) -> int:
