@@ -36,6 +36,15 @@ def test_within_noise_passes_and_the_stricter_rule_asks_for_a_significant_lead()
     assert simple_baseline.judge(metrics, "auc", 0.05, better)["refused"]
 
 
+def test_a_practically_equal_candidate_is_not_refused_unless_no_margin_is_asked_for():
+    # Near-perfect models a pair of examples apart: significantly worse, by 0.0003 AUC.
+    metrics = [_m("auc", "candidate", 0.9976, 0.0001), _m("auc", "simple", 0.9979, 0.0001)]
+    check = simple_baseline.judge(metrics, "auc", 0.05, SimpleBaselineSettings())
+    assert check["interval"][1] < 0 and not check["refused"]
+    assert check["min_lift"] == 0.01 and check["rule"] == "refused when significantly worse than the simple model by 0.01"
+    assert simple_baseline.judge(metrics, "auc", 0.05, SimpleBaselineSettings(min_lift=0.0))["refused"]
+
+
 def test_an_error_metric_compares_the_other_way_and_min_lift_is_relative():
     # MSE: lower is better; the candidate's 100 vs the simple model's 130 is a lead of 30.
     metrics = [_m("mean_squared_error", "candidate", 100.0, 2.0), _m("mean_squared_error", "simple", 130.0, 2.0)]
