@@ -99,6 +99,16 @@ def read(path: str, check_fresh: bool = True) -> dict:
     return template
 
 
+def is_fresh(path: str) -> bool:
+    """Whether the template at `path` was compiled from the pipeline code here (the check
+    DAG parsing makes), so `make` need not start the TFX runtime to compile it again."""
+    try:
+        read(path)
+    except (TemplateError, StaleTemplateError):
+        return False
+    return True
+
+
 def mismatch(template: dict, ir: Any) -> str | None:
     """Describes how a freshly compiled IR differs from the template's graph, or None."""
     want = {n["id"]: sorted(n["upstream"]) for n in template["nodes"]}
@@ -108,3 +118,12 @@ def mismatch(template: dict, ir: Any) -> str | None:
     missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
     changed = sorted(k for k in set(want) & set(got) if want[k] != got[k])
     return f"nodes missing {missing}, unexpected {extra}, edges changed for {changed}"
+
+
+if __name__ == "__main__":
+    # `python -m airflow_tfx.compiled_dag --fresh PATH`: exit 0 when PATH is current (Makefile).
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "--fresh":
+        sys.exit("usage: python -m airflow_tfx.compiled_dag --fresh TEMPLATE")
+    sys.exit(0 if is_fresh(sys.argv[2]) else 1)

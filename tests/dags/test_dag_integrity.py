@@ -159,6 +159,9 @@ def test_stale_template_fails_loudly(tmp_path):
     stale.write_text(json.dumps(data))
     with pytest.raises(template_lib.StaleTemplateError, match="make compile"):
         build_dag(str(stale), "t", doc_md="doc")
+    # What `make` asks before it starts the TFX runtime to compile one again.
+    assert template_lib.is_fresh(TEMPLATE)
+    assert not template_lib.is_fresh(str(stale)) and not template_lib.is_fresh(str(tmp_path / "none.json"))
 
 
 @pytest.mark.parametrize("pipeline", sorted(DAG_IDS.values()))
