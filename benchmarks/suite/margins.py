@@ -6,8 +6,8 @@ here and fails on a machine whose floating point rounds otherwise (training is n
 bit-reproducible between processes unless `trainer.deterministic` is on). This lists, per
 report, the distance of each judged check from its rule, smallest first:
 
-- simple: the simple-baseline gate, the upper bound of the candidate's lead plus min_lift
-  (require not_worse; for `better`, the lower bound minus min_lift); < 0 refuses;
+- simple: the simple-baseline gate's own `margin` (the bound of the candidate's lead beyond
+  min_lift, relative for an error metric); < 0 refuses;
 - cmp_<metric>: the comparison with the blessed baseline, the favourable bound minus the
   tolerated change; < 0 refuses;
 - fair: the smallest limit minus lower bound of a judged group's gap; < 0 refuses.
@@ -26,22 +26,17 @@ import getpass
 import glob
 import json
 import os
+import sys
 import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)
+
+from core.tasks import LOWER_IS_BETTER  # noqa: E402
 
 # The comparison rows' metric -> the TFMA threshold's metric name (for its tolerated change).
 _TFMA_NAMES = {"auc": "AUC", "binary_accuracy": "BinaryAccuracy",
                "sparse_categorical_accuracy": "SparseCategoricalAccuracy", "mean_squared_error": "MeanSquaredError"}
-_LOWER_BETTER = ("mean_squared_error", "mean_absolute_error", "mean_absolute_percentage_error")
-
-
-def _simple(check: dict) -> float | None:
-    if not check.get("judged") or not check.get("interval"):
-        return None
-    low, high = check["interval"]
-    lift = check.get("min_lift") or 0.0
-    if check.get("metric") in _LOWER_BETTER:
-        lift *= abs(check.get("simple") or 0.0)  # relative to the simple model's error
-    return high + lift if check.get("require", "not_worse") == "not_worse" else low - lift
 
 
 def _comparison(row: dict, thresholds: list[dict]) -> float | None:
@@ -55,7 +50,7 @@ def _comparison(row: dict, thresholds: list[dict]) -> float | None:
             return None
         tolerance = named[0]["change_threshold"]["absolute"]
     low, high = row["interval"]
-    return tolerance - low if row["metric"] in _LOWER_BETTER else high - tolerance
+    return tolerance - low if row["metric"] in LOWER_IS_BETTER else high - tolerance
 
 
 def margins(report: dict) -> dict[str, float]:
@@ -63,9 +58,9 @@ def margins(report: dict) -> dict[str, float]:
     evaluation = report.get("evaluation") or {}
     verdict = evaluation.get("significance") or {}
     out = {}
-    simple = _simple(verdict.get("simple_baseline") or {})
-    if simple is not None:
-        out["simple"] = simple
+    simple = verdict.get("simple_baseline") or {}
+    if simple.get("margin") is not None:  # the judge's own (components/evaluator/simple_baseline.py)
+        out["simple"] = simple["margin"]
     for row in verdict.get("comparisons") or []:
         value = _comparison(row, evaluation.get("thresholds") or [])
         if value is not None:

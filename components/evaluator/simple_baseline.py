@@ -201,7 +201,7 @@ def judge(metrics: list[dict], key_metric: str, level: float, settings) -> dict:
 
     Returns:
       {"judged", "refused", "metric", "candidate", "simple", "difference", "interval",
-       "rule", "reason"}; "refusal" (the reason a refused candidate gets) when refused.
+       "margin", "rule", "reason"}; "refusal" (the reason a refused candidate gets) when refused.
     """
     from scipy import stats
 
@@ -236,6 +236,11 @@ def judge(metrics: list[dict], key_metric: str, level: float, settings) -> dict:
     low, high = diff - z * se, diff + z * se
     out.update(judged=True, std_error=se, interval=[low, high], paired=pair is not None)
     refused = high < -lift if settings.require == "not_worse" else low <= lift
+    # How far the verdict lay from flipping, in min_lift's units (relative for an error
+    # metric); negative when refused. A reviewer (and benchmarks/suite/margins.py) reads
+    # how close a pass came.
+    margin = high + lift if settings.require == "not_worse" else low - lift
+    out["margin"] = margin / abs(simple["value"]) if lower_better and simple["value"] else margin
     out["refused"] = refused
     better = "lower" if lower_better else "higher"
     out["reason"] = (

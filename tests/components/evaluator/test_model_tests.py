@@ -41,6 +41,7 @@ def test_a_practically_equal_candidate_is_not_refused_unless_no_margin_is_asked_
     metrics = [_m("auc", "candidate", 0.9976, 0.0001), _m("auc", "simple", 0.9979, 0.0001)]
     check = simple_baseline.judge(metrics, "auc", 0.05, SimpleBaselineSettings())
     assert check["interval"][1] < 0 and not check["refused"]
+    assert check["margin"] == pytest.approx(check["interval"][1] + 0.01)  # how close it came
     assert check["min_lift"] == 0.01 and check["rule"] == "refused when significantly worse than the simple model by 0.01"
     assert simple_baseline.judge(metrics, "auc", 0.05, SimpleBaselineSettings(min_lift=0.0))["refused"]
 
@@ -52,7 +53,10 @@ def test_an_error_metric_compares_the_other_way_and_min_lift_is_relative():
     assert check["difference"] == pytest.approx(30.0) and not check["refused"]
     # A 30% lead asked for (39 of the simple model's 130): 30 is not enough.
     strict = SimpleBaselineSettings(require="better", min_lift=0.3)
-    assert simple_baseline.judge(metrics, "mean_squared_error", 0.05, strict)["refused"]
+    refused = simple_baseline.judge(metrics, "mean_squared_error", 0.05, strict)
+    assert refused["refused"]
+    # The margin in min_lift's units: the lower bound's share of 130 short of 30%.
+    assert refused["margin"] == pytest.approx((refused["interval"][0] - 39.0) / 130.0) and refused["margin"] < 0
 
 
 def test_without_an_interval_or_a_simple_model_nothing_is_judged():
