@@ -260,3 +260,25 @@ def test_deterministic_training_takes_no_choice_from_a_timing():
                          capture_output=True, text=True, timeout=300, check=True).stdout
     got = json.loads(out.strip().splitlines()[-1])
     assert got["op_determinism"] is True and not got["probed"] and got["policy"] == "float32"
+
+
+_AUTOGRAPH_PROBE = """
+import sys
+from core import keras_env
+import tf_keras
+from tensorflow.python.autograph.impl import conversion
+from tests.trainer_toolkit import toy_job
+before = conversion.is_allowlisted(tf_keras.Model.train_step)
+code = toy_job.main(["--data", sys.argv[1], "--out", sys.argv[2], "--steps", "2"])
+print("EXEMPT", before, conversion.is_allowlisted(tf_keras.Model.train_step), code)
+"""
+
+
+def test_a_toolkit_job_leaves_tf_keras_to_graph_mode_as_tensorflow_leaves_keras(data, tmp_path):
+    """AutoGraph exempts `tensorflow` and `keras` but, in TF 2.16, not `tf_keras` (the same
+    Keras 2 code; later TensorFlow adds the rule): any job training through the toolkit, not
+    only TFX's run_fn, gets the rule, or its first fit spends seconds rewriting Keras."""
+    out = subprocess.run([sys.executable, "-c", _AUTOGRAPH_PROBE, data, str(tmp_path)], cwd=REPO, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "EXEMPT False True 0", out.stdout[-2000:]
