@@ -71,8 +71,13 @@ def test_the_front_ends_leave_with_the_model_process(start_server, toy_base):
     os.kill(server.proc.pid, signal.SIGKILL)  # no chance to stop them itself
     _until(lambda: not os.path.exists(f"/proc/{fronts[0]}") or "Z" in open(f"/proc/{fronts[0]}/stat").read().split()[2],
            15, "the front end exited")
-    with socket.socket() as s:  # the port is free again
+    with socket.socket() as s:  # the port is free again: a new server can listen on it
+        # As every server binds (gRPC too): the killed front end's accepted connection may sit
+        # in TIME_WAIT on this port, which refuses a plain bind but not a listener's; a port
+        # still listened on by a live front end refuses both.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", server.grpc))
+        s.listen()
 
 
 def test_a_taken_grpc_port_is_a_clear_error(tmp_path, toy_base):
