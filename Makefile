@@ -125,7 +125,7 @@ services-stop:
 # the database servers) install in one apt-get call; then the DAG templates.
 # The suites then run in three lanes (their lines prefixed [tfx], [e2e], [airflow] / [tfx-2]):
 # the end-to-end pipeline runs; the other TFX tests; the Airflow suite followed by the TFX
-# tests of the server. Measured (4f94cb2, vmstat): the two cores are
+# tests of the server and the span scaler. Measured (4f94cb2, vmstat): the two cores are
 # ~95% busy throughout, so the lanes share the CPU rather than add to it; three lanes end
 # closer together than two (40:25 wall vs 38:55 for two lanes at eabe423, same CPU work).
 # The database servers (MariaDB for ML Metadata, PostgreSQL and Redis for the Airflow

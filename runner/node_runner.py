@@ -21,7 +21,7 @@ from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate.component import is_gate_stop
 from components.serving_skew.executor import is_skew_stop
-from core import cost, files, keras_env, metadata_queries
+from core import cost, files, metadata_queries
 from core import metadata as core_metadata
 from core.results import FAILED, NodeResult
 from runner import beam_fixes
@@ -91,7 +91,6 @@ def run_node(ir: pipeline_pb2.Pipeline, node_id: str) -> NodeResult:
     if node_id not in nodes:
         raise KeyError(f"node {node_id!r} is not in pipeline {ir.pipeline_info.id}: {sorted(nodes)}")
     node = nodes[node_id]
-    keras_env.skip_autograph_for_libraries()
     beam_fixes.apply()
     connection_config, deployment = _connection_config(ir)
     start = dt.datetime.now()

@@ -64,14 +64,6 @@ def retrain_cli(*args: str, env: dict | None = None, cwd: str = REPO, timeout: i
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def pytest_runtest_setup(item):
-    """Where a test has imported TensorFlow, AutoGraph leaves tf-keras' code alone, as in
-    every TFX-runtime process (core/keras_env.py): tests that build, fit or save a Keras
-    model in-process run it as the runtime does."""
-    if "tensorflow" in sys.modules:
-        keras_env.skip_autograph_for_libraries()
-
-
 def pytest_addoption(parser):
     parser.addoption("--shuffle", type=int, default=None, metavar="SEED",
                      help="run the collected tests in a random order drawn from SEED (order-dependence check)")

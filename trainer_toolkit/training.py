@@ -318,8 +318,8 @@ def train_and_export(
     """
     from core import keras_env
 
-    # Here, not only in run_fn: a job of the toolkit's own (tests/trainer_toolkit/toy_job.py,
-    # a user's script) spent ~8 s of a 5-step fit letting AutoGraph rewrite tf-keras.
+    # Importing it sets the rule for the whole process; a script that imported TensorFlow
+    # first (TF_USE_LEGACY_KERAS set) gets it here, before its first fit.
     keras_env.skip_autograph_for_libraries()
     settings = session.settings
     options = session.input_options(spec.per_replica_batch_size, spec.seed)

@@ -29,7 +29,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)  # run as a script from anywhere
 
-from core import keras_env
+from core import keras_env  # noqa: F401  (before TensorFlow: Keras 2, AutoGraph's rules)
 
 PIPELINE_MODELS = {"taxi": "CsvExampleGen", "digits": "ImportExampleGen"}
 SYNTHETIC = {"synthetic64": (64, "resnet_small", 2048), "resnet50": (224, "resnet50", 256)}
@@ -162,7 +162,6 @@ def _measure(model: str, precision_name: str, steps: int, workdir: str, repeats:
 
 def main(argv=None) -> int:
     args = _args(argv)
-    keras_env.skip_autograph_for_libraries()  # as run_fn does
     import tensorflow as tf
 
     if args.device == "cpu":

@@ -30,3 +30,19 @@ def test_importing_after_tensorflow_fails_loudly():
         env=env, capture_output=True, text=True,
     )
     assert proc.returncode != 0 and "imported before core.keras_env" in proc.stderr
+
+
+_RULE = ("import tf_keras; from tensorflow.python.autograph.impl import conversion;"
+         " print(conversion.is_allowlisted(tf_keras.Model.train_step))")
+
+
+def test_autograph_leaves_tf_keras_alone_once_keras_env_is_imported():
+    # The rule comes from core.keras_env (an import hook, set before TensorFlow loads) ...
+    assert _run("import core.keras_env; " + _RULE).splitlines()[-1] == "True"
+    # ... not from TensorFlow 2.16, which converts tf-keras' own code.
+    assert _run("import os; os.environ['TF_USE_LEGACY_KERAS'] = '1'; " + _RULE).splitlines()[-1] == "False"
+    # Importing it at DAG-parse time does not import TensorFlow.
+    assert _run("import sys, core.keras_env; print('tensorflow' in sys.modules)") == "False"
+    # With TensorFlow already imported (the variable set), importing it sets the rule at once.
+    assert _run("import os; os.environ['TF_USE_LEGACY_KERAS'] = '1'; import tensorflow, core.keras_env; "
+                + _RULE).splitlines()[-1] == "True"
