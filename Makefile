@@ -5,7 +5,8 @@ SHELL := /bin/bash
 # A recipe's pipeline fails if any command in it does (the test suites pipe through sed).
 .SHELLFLAGS := -o pipefail -c
 
-UV_VERSION := 0.13.9
+# One uv version for the host's tools and the runtime's own set-up (runtime/install.sh).
+UV_VERSION := $(shell sed -n 's/^UV_VERSION=//p' runtime/install.sh)
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
@@ -19,13 +20,15 @@ WORKDIR ?= work
 # The slowest tests are listed at the end of each suite, so the time budget stays visible in CI logs.
 PYTEST_ARGS ?= --durations=15
 
-# Python 3.10 for the TFX runtime: on PATH if it really runs (a pyenv shim may not), else
-# the usual pyenv and system locations. Override with `make PYTHON310=/path/to/python3.10`.
-PYTHON310 ?= $(shell for p in python3.10 $$HOME/.pyenv/versions/3.10*/bin/python3.10 \
-	/root/.pyenv/versions/3.10*/bin/python3.10 /usr/local/bin/python3.10 /usr/bin/python3.10; do \
-	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
+# The TFX runtime (TFX 1.21, TensorFlow 2.21, Python 3.13) is a plain venv where the host's
+# glibc is 2.39+ and a Python 3.13 runs, else the same venv inside a Debian 13 root made with
+# debootstrap (runtime/kind.sh decides and says why; RETRAIN_RUNTIME=native|root overrides).
+# Either way `.venv/bin/python` is the way in: in a root it is runtime/python.sh, which enters it.
+RUNTIME_ROOT := .runtime/debian13
+RUNTIME_FILES := $(wildcard runtime/*.sh) runtime/packages.txt
 
-.PHONY: help venv airflow-venv compile demo rollout-demo run-local test test-tfx test-e2e system-packages test-tfx-lane2 test-shuffled test-lane2 test-airflow airflow airflow-stop \
+PHONY_RUNTIME := runtime-test-packages lock-tfx
+.PHONY: $(PHONY_RUNTIME) help venv airflow-venv compile demo rollout-demo run-local test test-tfx test-e2e system-packages test-tfx-lane2 test-shuffled test-lane2 test-airflow airflow airflow-stop \
 	airflow-cluster airflow-cluster-stop services services-stop lock clean docs docs-venv
 
 help:
@@ -50,18 +53,21 @@ $(UV):
 	python3 -m venv $(TOOLS)
 	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(STAMP): requirements/tfx.lock requirements/tfx-nodeps.txt setup.py | $(UV)
-	@if [ -z "$(PYTHON310)" ]; then \
-	  echo "error: Python 3.10 not found (TFX 1.16 needs it). Install it (e.g. 'pyenv install 3.10') or pass PYTHON310=/path/to/python3.10" >&2; \
-	  exit 1; fi
-	@[ -x $(VENV)/bin/python ] || $(UV) venv --quiet --python "$(PYTHON310)" $(VENV)
-	VIRTUAL_ENV=$(VENV) $(UV) pip sync --quiet requirements/tfx.lock
-	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet --no-deps -r requirements/tfx-nodeps.txt
-	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet --no-deps -e .
-	@# The runtime's SBOM (core/sbom.py): reproducible, so its digest names the installed packages.
-	@# Written while the bytecode compiles (it reads package metadata on one core: 31 s of 87).
-	$(VENV)/bin/cyclonedx-py environment --output-reproducible --of JSON -o $(VENV)/retrain-runtime.cdx.json \
-	  $(VENV)/bin/python & sbom=$$!; $(call compile_bytecode,$(VENV)); wait $$sbom
+$(STAMP): requirements/tfx.lock requirements/tfx-nodeps.txt setup.py $(RUNTIME_FILES) | $(UV)
+	@mkdir -p .runtime; kind=$$(runtime/kind.sh); echo "$$kind" > .runtime/kind; \
+	if [ "$$kind" = root ]; then \
+	  runtime/root.sh $(RUNTIME_ROOT) && \
+	  runtime/enter.sh $(RUNTIME_ROOT) env UV=$(abspath $(UV)) PYTHON=/usr/bin/python3.13 \
+	    runtime/install.sh venv $(abspath $(VENV)) && \
+	  ln -sfn /usr/bin/python3.13 $(VENV)/bin/python3.13 && ln -sfn python $(VENV)/bin/python3 && \
+	  sed -e 's|@ENTER@|$(abspath runtime/enter.sh)|' -e 's|@ROOT@|$(abspath $(RUNTIME_ROOT))|' \
+	    runtime/python.sh > $(VENV)/bin/python.new && chmod +x $(VENV)/bin/python.new && \
+	  mv -f $(VENV)/bin/python.new $(VENV)/bin/python; \
+	else \
+	  UV=$(abspath $(UV)) runtime/install.sh venv $(abspath $(VENV)); \
+	fi
+	@$(VENV)/bin/python -c 'import sys, tfx, tensorflow as tf, apache_beam as beam; \
+	  print(f"runtime: TFX {tfx.__version__}, TensorFlow {tf.__version__}, Beam {beam.__version__}, Python {sys.version.split()[0]} ready in $(VENV)")' 2>/dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -131,13 +137,18 @@ services-stop:
 # The database servers (MariaDB for ML Metadata, PostgreSQL and Redis for the Airflow
 # cluster) start first and stop after, whatever the result.
 test:
-	$(MAKE) --no-print-directory -j4 venv airflow-venv docs-venv system-packages
+	$(MAKE) --no-print-directory -j4 venv airflow-venv docs-venv system-packages runtime-test-packages
 	$(MAKE) --no-print-directory -j2 $(TEMPLATES)
 	scripts/services.sh start
 	$(MAKE) --no-print-directory -j3 test-tfx test-e2e test-lane2; rc=$$?; scripts/services.sh stop; exit $$rc
 
 system-packages:
 	scripts/services.sh packages chromium /usr/bin/chromium
+
+# The TFX-side tests render a report in Chromium: a runtime in a Debian 13 root needs its own.
+runtime-test-packages: venv
+	@if [ "$$(cat .runtime/kind)" = root ]; then \
+	  runtime/enter.sh $(RUNTIME_ROOT) runtime/install.sh system chromium; fi
 
 # Lanes balanced on a clean clone's durations (783ede9: e2e 1,233 s; other TFX 1,352 s; Airflow
 # 1,110 s then task hosting and serving 225 s; the portable runner's run 79 s and rollout 30 s
@@ -180,12 +191,19 @@ test-airflow: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
 	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[airflow] /'
 
 
-lock: | $(UV)
-	$(UV) pip compile --quiet --python-version 3.10 requirements/tfx.in -o requirements/tfx.lock
+lock: lock-tfx | $(UV)
 	$(UV) pip compile --quiet --python-version 3.11 requirements/airflow.in -o requirements/airflow.lock
 
+# Only the TFX runtime's locks (the Airflow lock moves on its own schedule). Resolved for the
+# runtime's Python and platform whatever the host is; --python names the host's interpreter for
+# building an sdist's metadata (uv would otherwise pick .venv's, which may live in the root).
+LOCK_TFX := $(UV) pip compile --quiet --custom-compile-command "make lock-tfx" --python "$$(command -v python3)" --python-version 3.13 --python-platform x86_64-manylinux_2_39
+lock-tfx: | $(UV)
+	$(LOCK_TFX) requirements/tfx.in -o requirements/tfx.lock
+	$(LOCK_TFX) requirements/tfx-gpu.in -o requirements/tfx-gpu.lock
+
 clean:
-	rm -rf $(VENV) $(AF_VENV) $(TOOLS) $(WORKDIR) .airflow .pytest_cache
+	rm -rf $(VENV) $(AF_VENV) $(TOOLS) $(WORKDIR) .runtime .airflow .pytest_cache
 
 # The docs site (mkdocs, Material theme) in its own small environment: the reference pages
 # are generated from the code first (scripts/docs_reference.py: the CLI's parser, the typed
