@@ -101,7 +101,7 @@ def _python_records(data: bytes, path: str, first_line: int):
             text = data[pos:end].decode("utf-8")
         except UnicodeDecodeError as e:
             raise CsvInputError(f"{path}: line {line_no} is not valid UTF-8 ({e.reason})") from e
-        if "\x00" in text:  # `csv` refuses it on Python 3.10, where CsvExampleGen runs
+        if "\x00" in text:  # the `csv` module refuses NUL on some Pythons (3.10); stopped here on every one
             raise CsvInputError(f"{path}: line {line_no}: a NUL byte (binary data, not CSV text)")
         if not pending:
             start = line_no

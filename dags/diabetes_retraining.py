@@ -5,7 +5,7 @@ import os
 from airflow_tfx.dag_factory import build_arrivals_dag, build_dag, build_rollout_dag
 
 DOC_MD = """
-### Diabetes retraining (TFX 1.16 on Airflow 3)
+### Diabetes retraining (TFX 1.21 on Airflow 3)
 
 Predicts progression (regression) from 10 columns of monthly spans.
 

@@ -5,7 +5,7 @@ import os
 from airflow_tfx.dag_factory import build_arrivals_dag, build_dag, build_rollout_dag
 
 DOC_MD = """
-### Digits retraining (image classification, TFX 1.16 on Airflow 3)
+### Digits retraining (image classification, TFX 1.21 on Airflow 3)
 
 The same machinery as the taxi DAG on images: each run ingests **one monthly span** of
 tf.Examples holding encoded PNGs (ImportExampleGen), validates and gates it (a shift in

@@ -5,7 +5,7 @@ import os
 from airflow_tfx.dag_factory import build_arrivals_dag, build_dag, build_rollout_dag
 
 DOC_MD = """
-### Taxi retraining (TFX 1.16 on Airflow 3)
+### Taxi retraining (TFX 1.21 on Airflow 3)
 
 Each run ingests **one monthly span**. By default a run starts when a span *arrives*:
 `taxi_span_arrivals` announces it on the asset `taxi_spans` (partition key = span, see

@@ -1,4 +1,4 @@
-"""Measured workarounds for Apache Beam 2.59 in this runtime, applied where nodes run.
+"""Measured workarounds for Apache Beam 2.78 in this runtime, applied where nodes run.
 
 1. Beam's state cache (side inputs of the in-memory DirectRunner: TFT's analyzer results,
 TFDV's and TFMA's) weighs every value it caches with objsize, and objsize 0.7 builds its
@@ -13,6 +13,13 @@ sets its logger's level on every call; `Logger.setLevel` clears the level cache 
 logger in the process. In a steady taxi run that was ~10 s of Transform's and the
 Evaluator's stage set-up (py-spy: `dill_pickler.loads` -> `_trace` -> `setLevel` ->
 `Manager._clear_cache`). The level is now set only when it changes.
+
+3. From Beam 2.68 the DirectRunner first tries the Prism runner, a Go binary that Beam
+downloads from GitHub on first use, and falls back to its Python runner when that fails.
+This runtime never downloads code at run time (and these machines cannot: each Beam node
+spent ~4 s on the failed download before falling back). The Prism attempt now fails at
+once, with the reason, so every Beam node runs on the Python DirectRunner it ran on with
+Beam 2.59; a profile that names a runner (portable, Flink, Spark, Dataflow) is unchanged.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ import logging
 import sys
 
 _APPLIED = {"done": False}
+# Why the DirectRunner's Prism attempt fails here (Beam logs it, then falls back).
+PRISM_REFUSED = ("Prism is not used in this runtime: it would download its binary at run time "
+                 "(runner/beam_fixes.py); the DirectRunner falls back to its Python runner")
 _MODULE_GLOBALS: dict = {"count": -1, "ids": set()}
 
 
@@ -64,4 +74,11 @@ def apply() -> None:
             original_trace(boolean)
 
     dill_module._trace = _trace
+
+    from apache_beam.runners.portability import prism_runner
+
+    def run_pipeline(self, pipeline, options):
+        raise RuntimeError(PRISM_REFUSED)
+
+    prism_runner.PrismRunner.run_pipeline = run_pipeline
     _APPLIED["done"] = True

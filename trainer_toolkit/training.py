@@ -316,11 +316,6 @@ def train_and_export(
     Raises:
       FileNotFoundError: no input files, or warm start without a readable base model.
     """
-    from core import keras_env
-
-    # Importing it sets the rule for the whole process; a script that imported TensorFlow
-    # first (TF_USE_LEGACY_KERAS set) gets it here, before its first fit.
-    keras_env.skip_autograph_for_libraries()
     settings = session.settings
     options = session.input_options(spec.per_replica_batch_size, spec.seed)
     train_files = dataset.list_files(spec.train_files)

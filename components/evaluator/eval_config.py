@@ -15,6 +15,9 @@ from collections.abc import Sequence
 import tensorflow_model_analysis as tfma
 from google.protobuf import wrappers_pb2
 
+# TFMA 0.52 no longer exports its config messages at the top level.
+from tensorflow_model_analysis.proto import config_pb2
+
 from components.evaluator import fairness as fairness_lib
 from components.evaluator import new_span, regression_metrics
 from core import tasks
@@ -24,10 +27,10 @@ THRESHOLD_KEYS = ("min_auc", "min_accuracy", "max_auc_decrease", "max_accuracy_d
                   "max_mape", "max_mse_increase", "max_mae_increase")
 
 
-def _overall_only(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThreshold:
+def _overall_only(threshold: config_pb2.MetricThreshold) -> config_pb2.PerSliceMetricThreshold:
     """Applies a threshold to the overall slice only: a slice of three trips has no
     meaningful AUC and must not veto a model; per-slice metrics are still computed."""
-    return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
+    return config_pb2.PerSliceMetricThreshold(slicing_specs=[config_pb2.SlicingSpec()], threshold=threshold)
 
 
 # AUC's confusion matrices at 1,000 thresholds instead of TFMA's 10,000: with confidence
@@ -39,38 +42,38 @@ _AUC_THRESHOLDS = 1000
 
 
 def _thresholded(metric: str, lower_bound: float, max_decrease: float | None = None,
-                 metric_config: dict | None = None) -> tfma.MetricConfig:
+                 metric_config: dict | None = None) -> config_pb2.MetricConfig:
     """A metric with a floor and, optionally, the largest drop tolerated vs the baseline."""
     change = None
     if max_decrease is not None:
-        change = tfma.GenericChangeThreshold(
+        change = config_pb2.GenericChangeThreshold(
             direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -max_decrease}
         )
-    threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": lower_bound}),
+    threshold = config_pb2.MetricThreshold(
+        value_threshold=config_pb2.GenericValueThreshold(lower_bound={"value": lower_bound}),
         change_threshold=change,
     )
-    return tfma.MetricConfig(class_name=metric, per_slice_thresholds=[_overall_only(threshold)],
+    return config_pb2.MetricConfig(class_name=metric, per_slice_thresholds=[_overall_only(threshold)],
                              config=json.dumps(metric_config) if metric_config else "")
 
 
-def _error_metric(metric: str, ceiling: float | None, max_relative_rise: float | None) -> tfma.MetricConfig:
+def _error_metric(metric: str, ceiling: float | None, max_relative_rise: float | None) -> config_pb2.MetricConfig:
     """An error metric (lower is better): an optional ceiling and, optionally, the largest
     rise vs the baseline relative to the baseline's value (0.1 = 10%)."""
-    threshold = tfma.MetricThreshold()
+    threshold = config_pb2.MetricThreshold()
     if ceiling is not None:
-        threshold.value_threshold.CopyFrom(tfma.GenericValueThreshold(upper_bound={"value": ceiling}))
+        threshold.value_threshold.CopyFrom(config_pb2.GenericValueThreshold(upper_bound={"value": ceiling}))
     if max_relative_rise is not None:
-        threshold.change_threshold.CopyFrom(tfma.GenericChangeThreshold(
+        threshold.change_threshold.CopyFrom(config_pb2.GenericChangeThreshold(
             direction=tfma.MetricDirection.LOWER_IS_BETTER, relative={"value": max_relative_rise}))
     # TFMA's own classes double-count an accumulator on merge (components/evaluator/regression_metrics.py).
-    config = tfma.MetricConfig(class_name=metric, module=regression_metrics.__name__)
+    config = config_pb2.MetricConfig(class_name=metric, module=regression_metrics.__name__)
     if threshold.ListFields():
         config.per_slice_thresholds.append(_overall_only(threshold))
     return config
 
 
-def _metrics(task: str, t: dict) -> list[tfma.MetricConfig]:
+def _metrics(task: str, t: dict) -> list[config_pb2.MetricConfig]:
     """The metrics and thresholds of the config's task (thresholds on the overall slice);
     their names are core.tasks.KEY_METRICS."""
     if task == tasks.REGRESSION:
@@ -89,8 +92,8 @@ def _metrics(task: str, t: dict) -> list[tfma.MetricConfig]:
 
 
 _CI_METHODS = {
-    "jackknife": tfma.ConfidenceIntervalOptions.JACKKNIFE,
-    "bootstrap": tfma.ConfidenceIntervalOptions.POISSON_BOOTSTRAP,
+    "jackknife": config_pb2.ConfidenceIntervalOptions.JACKKNIFE,
+    "bootstrap": config_pb2.ConfidenceIntervalOptions.POISSON_BOOTSTRAP,
 }
 
 
@@ -102,7 +105,7 @@ def fairness_groups(slice_features: Sequence[str], fairness: fairness_lib.Fairne
 
 def eval_config(*, task: str, label_key: str, slice_features: Sequence[str], interval_method: str,
                 slice_by_span: bool, thresholds: dict,
-                fairness: fairness_lib.FairnessSettings | None = None) -> tfma.EvalConfig:
+                fairness: fairness_lib.FairnessSettings | None = None) -> config_pb2.EvalConfig:
     """The task's metrics, overall and per slice, with value and change-vs-baseline
     thresholds, and confidence intervals (the Evaluator judges a drop by its significance).
 
@@ -113,26 +116,26 @@ def eval_config(*, task: str, label_key: str, slice_features: Sequence[str], int
     """
     fairness = fairness or fairness_lib.FairnessSettings()
     groups = fairness_groups(slice_features, fairness)
-    rates = [tfma.MetricConfig(class_name=name, config=json.dumps(config))
+    rates = [config_pb2.MetricConfig(class_name=name, config=json.dumps(config))
              for name, config in fairness_lib.metrics(task, fairness)]
-    return tfma.EvalConfig(
-        options=tfma.Options(
+    return config_pb2.EvalConfig(
+        options=config_pb2.Options(
             compute_confidence_intervals=wrappers_pb2.BoolValue(value=True),
-            confidence_intervals=tfma.ConfidenceIntervalOptions(method=_CI_METHODS[interval_method]),
+            confidence_intervals=config_pb2.ConfidenceIntervalOptions(method=_CI_METHODS[interval_method]),
         ),
         model_specs=[
-            tfma.ModelSpec(
+            config_pb2.ModelSpec(
                 signature_name="serving_default",
                 label_key=label_key,
                 preprocessing_function_names=["transform_features"],
             )
         ],
-        slicing_specs=[tfma.SlicingSpec()]
-        + [tfma.SlicingSpec(feature_keys=[f]) for f in (*slice_features, *groups)]
+        slicing_specs=[config_pb2.SlicingSpec()]
+        + [config_pb2.SlicingSpec(feature_keys=[f]) for f in (*slice_features, *groups)]
         # Each span of the window (the Evaluator tags the examples): the new span alone.
-        + ([tfma.SlicingSpec(feature_keys=[new_span.SPAN_FEATURE])] if slice_by_span else []),
+        + ([config_pb2.SlicingSpec(feature_keys=[new_span.SPAN_FEATURE])] if slice_by_span else []),
         metrics_specs=[
-            tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *_metrics(task, thresholds),
+            config_pb2.MetricsSpec(metrics=[config_pb2.MetricConfig(class_name="ExampleCount"), *_metrics(task, thresholds),
                                      *rates])
         ],
     )

@@ -182,8 +182,8 @@ class Executor(evaluator_executor.Executor):
         """The candidate and the simple baseline the Trainer exported beside it, scored
         paired on the eval examples TFMA judged (simple_baseline.score), when it is to be
         scored (`simple_baseline.enabled`, a key metric); else None."""
-        import tensorflow_model_analysis as tfma
         from tensorflow.python.framework import errors as tf_errors
+        from tensorflow_model_analysis.proto import config_pb2
         from tfx.utils import path_utils, proto_utils
 
         from trainer_toolkit.simple_baseline import SIMPLE_DIR
@@ -195,7 +195,7 @@ class Executor(evaluator_executor.Executor):
         if not os.path.exists(os.path.join(path, "saved_model.pb")):
             logger.info("No simple baseline beside the candidate (%s): not compared", path)
             return None
-        config = tfma.EvalConfig()
+        config = config_pb2.EvalConfig()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], config)
         label_key = next(s.label_key for s in config.model_specs if not s.is_baseline)
         serving = path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
@@ -257,7 +257,7 @@ class Executor(evaluator_executor.Executor):
         `feature_values` spec each) instead of every value (each slice costs every metric and
         its interval, for every model); the others are returned to be reported as too small.
         Returns (exec_properties with the rewritten eval config, {feature: small groups})."""
-        import tensorflow_model_analysis as tfma
+        from tensorflow_model_analysis.proto import config_pb2
         from tfx.utils import proto_utils
 
         groups = settings.get("fairness_groups") or []
@@ -270,7 +270,7 @@ class Executor(evaluator_executor.Executor):
         groups = [g for g in groups if not ("bytes_list" in kinds[g] and any(_numeric(v) for v in counts[g]))]
         counts = {g: counts[g] for g in groups}
         big, small = fairness.split_groups(counts, fair.min_slice_examples)
-        config = tfma.EvalConfig()
+        config = config_pb2.EvalConfig()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], config)
         kept = [s for s in config.slicing_specs if not (list(s.feature_keys) in ([g] for g in groups)
                                                         and not s.feature_values)]

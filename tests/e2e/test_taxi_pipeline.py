@@ -178,7 +178,7 @@ def test_the_pushed_version_and_its_report_are_signed_and_verify(env, first_run)
 def test_the_runtime_that_built_the_model_is_recorded(env, first_run):
     with open(first_run["summary"]["report_json"]) as f:
         runtime = json.load(f)["model"]["runtime"]
-    assert runtime["sbom_sha256"] == sbom.describe()["sha256"] and "tfx==1.16.0" in runtime["versions"]
+    assert runtime["sbom_sha256"] == sbom.describe()["sha256"] and "tfx==1.21.0" in runtime["versions"]
     proc = retrain_cli("models", "--json", "--config", env["config"], "--workdir", env["work"])
     assert proc.returncode == 0, proc.stderr
     assert {r["runtime"]["sbom_sha256"] for r in json.loads(proc.stdout)["models"]} == {runtime["sbom_sha256"]}

@@ -32,3 +32,16 @@ def test_dills_trace_switch_sets_the_level_only_when_it_changes(monkeypatch):
     assert _dill.log.level == logging.INFO and cleared == [1]
     _dill._trace(False)
     assert _dill.log.level == logging.WARN
+
+
+def test_the_direct_runner_never_downloads_prism_and_runs_on_its_python_runner(caplog):
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    beam_fixes.apply()
+    with caplog.at_level(logging.INFO, logger="apache_beam"):
+        with beam.Pipeline() as p:  # the DirectRunner, as a node with the `direct` profile runs it
+            assert_that(p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2), equal_to([2, 4, 6]))
+    text = caplog.text
+    assert "Downloading prism" not in text and beam_fixes.PRISM_REFUSED in text
+    assert "Falling back to DirectRunner" in text

@@ -240,7 +240,7 @@ def test_input_pipeline_batches_parses_and_keeps_order_when_asked(data):
 _DETERMINISTIC_SETUP = r"""
 import json, sys
 import tensorflow as tf
-from tensorflow.python.framework import config as tf_config  # is_op_determinism_enabled: not public in 2.16
+from tensorflow.python.framework import config as tf_config  # is_op_determinism_enabled: not public in 2.21
 from trainer_toolkit import precision, training
 from trainer_toolkit.settings import TrainerSettings
 
@@ -275,11 +275,9 @@ print("EXEMPT", before, conversion.is_allowlisted(tf_keras.Model.train_step), co
 
 
 def test_a_toolkit_job_leaves_tf_keras_to_graph_mode_as_tensorflow_leaves_keras(data, tmp_path):
-    """AutoGraph exempts `tensorflow` and `keras` but, in TF 2.16, not `tf_keras` (the same
-    Keras 2 code; later TensorFlow adds the rule): a process that imports core.keras_env
-    first has the rule from TensorFlow's import on, before and after a toolkit job's fit, or
-    its first fit spends seconds rewriting Keras (tests/core/test_keras_env.py: without
-    core.keras_env there is no such rule)."""
+    """AutoGraph leaves tf-keras' own code to graph mode, as it leaves `tensorflow` and
+    `keras`, before and after a toolkit job's fit (TensorFlow 2.21's own rule; under TF 2.16
+    core.keras_env had to add it), or a job's first fit spends seconds rewriting Keras."""
     out = subprocess.run([sys.executable, "-c", _AUTOGRAPH_PROBE, data, str(tmp_path)], cwd=REPO, capture_output=True,
                          text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
