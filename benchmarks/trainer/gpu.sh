@@ -4,7 +4,7 @@
 # capability 7.0+) on the GPU(s), the same models on the CPU alone, and the GPU/CPU speed-up.
 #
 #   benchmarks/trainer/gpu.sh                      # the project's TFX venv (+ CUDA wheels)
-#   TF_PYTHON=/path/to/python benchmarks/trainer/gpu.sh   # an existing TensorFlow 2.16 + tf-keras
+#   TF_PYTHON=/path/to/python benchmarks/trainer/gpu.sh   # an existing TensorFlow 2.21 + tf-keras
 #   MODELS=synthetic64,resnet50 STEPS=50 benchmarks/trainer/gpu.sh
 #
 # Writes gpu.json, cpu.json and speedup.txt under ${OUT:-work/bench-gpu}.
@@ -26,9 +26,15 @@ if [[ -n "${TF_PYTHON:-}" ]]; then
 else
   make venv
   PY=.venv/bin/python
-  # TensorFlow 2.16.2's CUDA 12.3 / cuDNN 8.9 user-space libraries come as pip wheels
-  # (the and-cuda extra adds only nvidia-* packages; every pinned version stays).
-  .tools/bin/uv pip install --quiet --python "$PY" "tensorflow[and-cuda]==2.16.2"
+  # TensorFlow 2.21's CUDA 12 / cuDNN 9 user-space libraries come as NVIDIA's pip wheels, at
+  # the versions requirements/tfx-gpu.lock pins (the CPU lock's versions plus nvidia-* only),
+  # installed by the same script as the GPU image (on a root-kind runtime, inside the root).
+  if [ "$(cat .runtime/kind)" = root ]; then
+    runtime/enter.sh .runtime/debian13 env UV="$PWD/.tools/bin/uv" PYTHON=/usr/bin/python3.13 \
+      runtime/install.sh deps "$PWD/.venv" requirements/tfx-gpu.lock
+  else
+    UV="$PWD/.tools/bin/uv" runtime/install.sh deps "$PWD/.venv" requirements/tfx-gpu.lock
+  fi
   MODELS=${MODELS:-taxi,digits,synthetic64,resnet50}
 fi
 
