@@ -15,16 +15,17 @@ import warnings
 
 # (start of the message, category, why it is noise here).
 WARNINGS: tuple[tuple[str, type[Warning], str], ...] = (
-    ("You are using a non-supported Python version", FutureWarning,
-     "google-api-core on Python 3.10: TFX 1.16 needs 3.10 (docs/decisions); printed once per Google client"),
-    ("Support for google-cloud-storage < 3.0.0 will be removed", FutureWarning,
-     "google-cloud-aiplatform, imported by TFX: the locked TFX 1.16 stack pins google-cloud-storage 2.x"),
+    # (TFX 1.16's runtime needed two: google-api-core on Python 3.10, and google-cloud-storage
+    # 2.x. On Python 3.13 with google-cloud-storage 3 neither is printed any more.)
 )
 # (logger, a part of the message, why): library log records of the same kind. Only
 # WARNING records are dropped; errors always show.
 LOGGED: tuple[tuple[str, str, str], ...] = (
     ("tensorflow", "is deprecated and will be removed",
      "TensorFlow's deprecation notices for TF's, TFX's and TFDV's own calls: a user can change none of them"),
+    ("absl", "Fallback to non-ZetaSQL contexts execution query",
+     "TFX 1.21's MLMD query for a node's executions, taken the other way since ml-metadata 1.21 "
+     "dropped ZetaSQL: the same executions, printed once per node"),
     ("apache_beam.io.tfrecordio", "Couldn't find python-snappy",
      "Beam's hint about a faster CRC for TFRecords; the runtime's lock has no python-snappy"),
 )

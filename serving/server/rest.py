@@ -81,7 +81,10 @@ def _metadata_json(response) -> dict:
 
 
 def _proto_json(message) -> dict:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True, including_default_value_fields=True)
+    # Fields left at their default printed too, as TF Serving does (protobuf 6's name for the
+    # option protobuf 4 called including_default_value_fields; the same output for proto3).
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
 
 
 class RestServer(ThreadingHTTPServer):

@@ -9,12 +9,17 @@ from core import noise
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_listed_library_noise_is_dropped_and_everything_else_shows(caplog):
+LISTED = ("A library warning nobody can act on", FutureWarning, "listed for this test")
+
+
+def test_listed_library_noise_is_dropped_and_everything_else_shows(caplog, monkeypatch):
+    monkeypatch.setattr(noise, "WARNINGS", (LISTED,))
+    monkeypatch.setenv("PYTHONWARNINGS", "")
     noise.quiet_third_party()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         noise.quiet_third_party()  # again: catch_warnings reset the filters; idempotent
-        warnings.warn("You are using a non-supported Python version (3.10.13). Google will ...", FutureWarning)
+        warnings.warn("A library warning nobody can act on (details)", FutureWarning)
         warnings.warn("retrain: our own future warning", FutureWarning)
     assert [str(w.message) for w in caught] == ["retrain: our own future warning"]
     with caplog.at_level(logging.WARNING, logger="tensorflow"):  # whatever level an earlier test left
@@ -24,14 +29,20 @@ def test_listed_library_noise_is_dropped_and_everything_else_shows(caplog):
         tf.error("an error that mentions is deprecated and will be removed")
     assert [r.getMessage() for r in caplog.records] == [
         "a TensorFlow warning that is not a deprecation", "an error that mentions is deprecated and will be removed"]
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        caplog.clear()
+        logging.getLogger("absl").warning("Fallback to non-ZetaSQL contexts execution query due to: x")
+        logging.getLogger("absl").warning("an absl warning we keep")
+    assert [r.getMessage() for r in caplog.records] == ["an absl warning we keep"]
 
 
 def test_child_interpreters_inherit_the_warning_filters():
     env = dict(os.environ)
     env.pop("PYTHONWARNINGS", None)
-    code = ("import os, warnings; from core import noise; noise.quiet_third_party(); import subprocess, sys;"
+    code = ("import os, warnings; from core import noise;"
+            f" noise.WARNINGS = ({LISTED[0]!r}, FutureWarning, 'x'),; noise.quiet_third_party(); import subprocess, sys;"
             "print(subprocess.run([sys.executable, '-c', \"import warnings; warnings.warn("
-            "'You are using a non-supported Python version x', FutureWarning); warnings.warn('kept', FutureWarning)\"],"
+            f"'{LISTED[0]} x', FutureWarning); warnings.warn('kept', FutureWarning)\"],"
             " capture_output=True, text=True).stderr)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
-    assert "kept" in out.stdout and "non-supported" not in out.stdout
+    assert "kept" in out.stdout and "nobody can act on" not in out.stdout
