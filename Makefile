@@ -54,7 +54,8 @@ $(UV):
 	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 $(STAMP): requirements/tfx.lock requirements/tfx-nodeps.txt setup.py $(RUNTIME_FILES) | $(UV)
-	@mkdir -p .runtime; kind=$$(runtime/kind.sh); echo "$$kind" > .runtime/kind; \
+	@mkdir -p .runtime; choice="$$(runtime/kind.sh)" || exit 1; read -r kind python <<< "$$choice"; \
+	echo "$$kind" > .runtime/kind; \
 	if [ "$$kind" = root ]; then \
 	  runtime/root.sh $(RUNTIME_ROOT) && \
 	  runtime/enter.sh $(RUNTIME_ROOT) env UV=$(abspath $(UV)) PYTHON=/usr/bin/python3.13 \
@@ -64,10 +65,11 @@ $(STAMP): requirements/tfx.lock requirements/tfx-nodeps.txt setup.py $(RUNTIME_F
 	    runtime/python.sh > $(VENV)/bin/python.new && chmod +x $(VENV)/bin/python.new && \
 	  mv -f $(VENV)/bin/python.new $(VENV)/bin/python; \
 	else \
-	  UV=$(abspath $(UV)) runtime/install.sh venv $(abspath $(VENV)); \
+	  { [ ! -e $(VENV)/bin/python ] || [ -L $(VENV)/bin/python ] || rm -rf $(VENV); } && \
+	  UV=$(abspath $(UV)) PYTHON="$$python" runtime/install.sh venv $(abspath $(VENV)); \
 	fi
 	@$(VENV)/bin/python -c 'import sys, tfx, tensorflow as tf, apache_beam as beam; \
-	  print(f"runtime: TFX {tfx.__version__}, TensorFlow {tf.__version__}, Beam {beam.__version__}, Python {sys.version.split()[0]} ready in $(VENV)")' 2>/dev/null
+	  print(f"runtime: TFX {tfx.__version__}, TensorFlow {tf.__version__}, Beam {beam.__version__}, Python {sys.version.split()[0]} ready in $(VENV) ($$(cat .runtime/kind))")' 2>/dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)

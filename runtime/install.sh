@@ -49,7 +49,18 @@ deps() {
   local python="${PYTHON:-python3.13}"; lock="${lock:-requirements/tfx.lock}"
   "$python" -c 'import sys; assert sys.version_info[:2] == (3, 13), sys.version' 2>/dev/null || {
     echo "error: $python is not Python 3.13 (the TFX runtime's; requirements/tfx.lock is resolved for it)" >&2; exit 1; }
-  [ -e "$venv/pyvenv.cfg" ] || "$uv" venv --quiet --python "$(command -v "$python")" "$venv"
+  python="$(command -v "$python")"
+  # A venv made from another interpreter (an older runtime's Python 3.10, another host's
+  # Python) is made again: uv would refuse to sync it, or sync it for the wrong Python.
+  if [ -e "$venv/pyvenv.cfg" ]; then
+    local home; home="$(sed -n 's/^home = //p' "$venv/pyvenv.cfg")"
+    if [ "$(sed -n 's/^version_info = //p' "$venv/pyvenv.cfg" | cut -d. -f1,2)" != 3.13 ] \
+       || [ "$(realpath -m "$home")" != "$(dirname "$(realpath "$python")")" ]; then
+      say "$venv was made from $home (Python $(sed -n 's/^version_info = //p' "$venv/pyvenv.cfg")): making it again from $python"
+      rm -rf "$venv"
+    fi
+  fi
+  [ -e "$venv/pyvenv.cfg" ] || "$uv" venv --quiet --python "$python" "$venv"
   VIRTUAL_ENV="$venv" "$uv" pip sync --quiet "$lock"
   VIRTUAL_ENV="$venv" "$uv" pip install --quiet --no-deps -r requirements/tfx-nodeps.txt
 }
