@@ -25,6 +25,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _STOCK = r"""
 import os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
+# Beam 2.78's DirectRunner would first try to download Prism (no network here): skipped, as
+# in our runs, so both sides run the same Python DirectRunner (runner/beam_fixes.py, fix 3).
+from runner import beam_fixes
+beam_fixes.no_prism()
 from tfx.examples.chicago_taxi_pipeline import taxi_pipeline_native_keras as stock
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 root, mode = sys.argv[1], sys.argv[2]
