@@ -147,10 +147,12 @@ test:
 system-packages:
 	scripts/services.sh packages chromium /usr/bin/chromium
 
-# The TFX-side tests render a report in Chromium: a runtime in a Debian 13 root needs its own.
+# The TFX-side tests render a report in Chromium and make MariaDB databases for ML Metadata
+# (the host's server, through its socket in .services/): a runtime in a Debian 13 root needs
+# its own Chromium and MariaDB client.
 runtime-test-packages: venv
 	@if [ "$$(cat .runtime/kind)" = root ]; then \
-	  runtime/enter.sh $(RUNTIME_ROOT) runtime/install.sh system chromium; fi
+	  runtime/enter.sh $(RUNTIME_ROOT) runtime/install.sh system chromium mariadb-client; fi
 
 # Lanes balanced on a clean clone's durations (783ede9: e2e 1,233 s; other TFX 1,352 s; Airflow
 # 1,110 s then task hosting and serving 225 s; the portable runner's run 79 s and rollout 30 s
@@ -163,7 +165,7 @@ TFX_E2E := tests/e2e tests/governance tests/rollout
 TFX_LANE2 := tests/serving tests/runner/test_scale_spans.py
 
 test-tfx: venv /usr/bin/chromium
-	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags \
+	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags --ignore=tests/runtime \
 	  $(addprefix --ignore=,$(TFX_E2E) $(TFX_LANE2)) $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[tfx] /'
 
 test-e2e: venv /usr/bin/chromium
@@ -173,7 +175,7 @@ test-e2e: venv /usr/bin/chromium
 # having run first: `make test-shuffled SEED=7` replays an order.
 SEED ?= $(shell date +%s)
 test-shuffled: venv
-	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags -m "not slow and not e2e" \
+	$(VENV)/bin/python -m pytest tests --ignore=tests/airflow_tfx --ignore=tests/dags --ignore=tests/runtime -m "not slow and not e2e" \
 	  --shuffle $(SEED) -q -p no:cacheprovider
 
 test-tfx-lane2: venv
@@ -190,7 +192,7 @@ test-lane2: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
 	scripts/services.sh install chromium /usr/bin/chromium
 
 test-airflow: venv airflow-venv $(TEMPLATES) /usr/bin/chromium
-	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[airflow] /'
+	AIRFLOW_HOME=$$(mktemp -d) $(AF_VENV)/bin/python -m pytest tests/airflow_tfx tests/dags tests/runtime $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[airflow] /'
 
 
 lock: lock-tfx | $(UV)

@@ -85,11 +85,15 @@ wait_for() {  # NAME SECONDS CHECK...
 # --- MariaDB: ML Metadata's store -------------------------------------------------------
 MARIADB_DIR="$ROOT/mariadb"
 MARIADB_SOCK="$ROOT/mariadb.sock"
-mariadb_admin() { mariadb --no-defaults --socket="$MARIADB_SOCK" -uroot "$@"; }
+# --skip-ssl: Debian 13's client (the runtime root's) asks for TLS by default, which a local
+# socket does not need and Debian 12's server does not offer.
+mariadb_admin() { mariadb --no-defaults --skip-ssl --socket="$MARIADB_SOCK" -uroot "$@"; }
 
 start_mariadb() {
-  apt_install "${SERVER_PACKAGES[@]:0:2}"
+  # A running server is enough (the TFX runtime's root, whose tests reach the host's server
+  # through the shared .services/ socket, has only the client).
   running mariadb && return 0
+  apt_install "${SERVER_PACKAGES[@]:0:2}"
   port_free mariadb "$MARIADB_PORT"
   if [ ! -d "$MARIADB_DIR/mysql" ]; then
     mkdir -p "$MARIADB_DIR"
@@ -116,7 +120,8 @@ mariadb_db() {  # NAME: an empty database (dropped first if it exists)
 
 # --- PostgreSQL: Airflow's metadata database ------------------------------------------
 PG_DIR="$ROOT/postgres"
-pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+# Empty before PostgreSQL is installed (and in the TFX runtime's root, which never has it).
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true; }
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 start_postgres() {
