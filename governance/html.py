@@ -310,18 +310,20 @@ def _scorecard(card: dict | None) -> list[str]:
         f"<td>{_e(_evidence(t['evidence']))}</td></tr>" for t in card["tests"])
     return [f"<h2>ML Test Score: {card['score']:g}</h2><p>From {card['runs']} run record(s) of this pipeline;"
             f" section sums {_e(sums)}, the score is the smallest. Automated (passing or failing) scores 1,"
-            " manual 0.5, missing 0 (docs/guides/scorecard.md).</p>"
+            " manual 0.5 with a valid attestation, missing 0; `retrain scorecard --explain TEST` re-derives one"
+            " (docs/guides/scorecard.md).</p>"
             "<details><summary>the 28 tests and their evidence</summary><table><tr><th>test</th><th>what</th>"
             f"<th>status</th><th>evidence</th></tr>{rows}</table></details>"]
 
 
 def _evidence(e: dict) -> str:
-    if e.get("procedure"):
-        return f"by hand: {e['procedure']}"
-    if e.get("check"):
-        where = f"run {e['run']}" if e.get("run") else "ML Metadata"
-        return f"{where}: {e['check']}: {e.get('detail')}"
-    return e.get("detail") or ""
+    text = (f"{'run ' + str(e['run']) + ': ' if e.get('run') else ''}{e['check']}: {e.get('detail')}"
+            if e.get("check") else e.get("detail") or "")
+    if e.get("threshold"):
+        text += f" (threshold: {e['threshold']})"
+    if e.get("procedure") and e["procedure"] not in text:
+        text += f"; by hand: {e['procedure']}"
+    return text
 
 
 def _feature_policy(policy: dict | None) -> list[str]:

@@ -22,6 +22,8 @@
     retrain view --pipeline taxi                        what the Models view in Airflow shows (JSON)
     retrain lineage taxi VERSION                        data span -> served version
     retrain approve --model-id N --decision approve     a reviewer's decision before push
+    retrain scorecard [--explain data.5]                the ML Test Score, each point from a check that ran
+    retrain attest --test data.6 --by N --evidence E --expires D   a test done by hand, attested
 
 Exit codes: 0 done (pushed, not blessed, cached or skipped); 1 a node failed; 2 bad input
 (nothing was written); 3 the data gate stopped the span; 4 awaiting a reviewer's approval.

@@ -1,4 +1,5 @@
-"""`retrain report`, `retrain models`, `retrain view`, `retrain lineage`, `retrain approve`: governance in the CLI."""
+"""`retrain report`, `retrain models`, `retrain view`, `retrain lineage`, `retrain approve`, `retrain scorecard`,
+`retrain attest`: governance in the CLI."""
 
 from __future__ import annotations
 
@@ -28,6 +29,20 @@ def add_parsers(sub) -> None:
     card.add_argument("--config", help="a config file instead of --pipeline's")
     card.add_argument("--workdir", default="work")
     card.add_argument("--json", action="store_true")
+    card.add_argument("--explain", metavar="TEST", help="how to re-derive one test by hand from its evidence"
+                                                        " (SECTION.NUMBER, e.g. data.5)")
+
+    att = sub.add_parser("attest", help="record that a scorecard test done by hand was done (who, the evidence, until"
+                                        " when) in ML Metadata; or list the attestations (--list)")
+    att.add_argument("--pipeline", default="taxi", help="pipelines/<PIPELINE>/config.yaml (default taxi)")
+    att.add_argument("--config", help="a config file instead of --pipeline's")
+    att.add_argument("--workdir", default="work")
+    att.add_argument("--test", help="the test: data.6, data.7, infrastructure.2, infrastructure.5 or infrastructure.7")
+    att.add_argument("--by", help="who attests (a person's name)")
+    att.add_argument("--evidence", help="an http(s) URL or a file (its SHA-256 is kept: a changed file voids it)")
+    att.add_argument("--expires", help="YYYY-MM-DD, after today, at most a year ahead")
+    att.add_argument("--note", default="")
+    att.add_argument("--list", action="store_true", help="every attestation, its age and whether it counts")
 
     view = sub.add_parser("view", help="what the Models view in Airflow shows for a pipeline (JSON): serving, "
                                        "spans, versions, alerts, quarantine")
@@ -142,20 +157,58 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-def cmd_scorecard(args: argparse.Namespace) -> int:
-    from governance import scorecard
-
+def _pipeline_config(args):
     path = args.config or options.pipeline_config_path(args.pipeline)
     if not os.path.exists(path):
         raise BadInput(f"no pipeline {args.pipeline!r}: {path} does not exist")
-    config = options.load_config(path, workdir=args.workdir)
+    return options.load_config(path, workdir=args.workdir)
+
+
+def cmd_scorecard(args: argparse.Namespace) -> int:
+    from governance import scorecard
+
+    config = _pipeline_config(args)
     store = _store(config) if config.metadata_store.exists() else None
     card = scorecard.compute(scorecard.read_reports(config.pipeline_root), scorecard.context(config, store))
-    if args.json:
+    if args.explain:
+        try:
+            text = scorecard.explain(card, args.explain)
+        except KeyError as e:
+            raise BadInput(str(e.args[0])) from e
+        if args.json:
+            text = json.dumps(scorecard.find(card, args.explain), indent=2, default=str)
+        sys.stdout.write(text + "\n")
+    elif args.json:
         sys.stdout.write(json.dumps(card, indent=2, default=str) + "\n")
     else:
         sys.stdout.write(scorecard.format_text(card) + "\n")
     return exit_codes.OK
 
 
-COMMANDS = {"scorecard": cmd_scorecard, "report": cmd_report, "models": cmd_models, "view": cmd_view, "lineage": cmd_lineage, "approve": cmd_approve}
+def cmd_attest(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from core import metadata
+    from governance import attestation
+
+    config = _pipeline_config(args)
+    now = dt.datetime.now(dt.timezone.utc)
+    if args.list:
+        found = attestation.read(_store(config), config.pipeline_name) if config.metadata_store.exists() else []
+        sys.stdout.write(attestation.format_list(found, now) + "\n")
+        return exit_codes.OK
+    missing = [f"--{k}" for k in ("test", "by", "evidence", "expires") if not getattr(args, k)]
+    if missing:
+        raise BadInput(f"{', '.join(missing)} required (or --list)")
+    try:
+        entry = attestation.entry(args.test, args.by, args.evidence, args.expires, args.note, now)
+    except attestation.AttestationError as e:
+        raise BadInput(str(e)) from e
+    execution_id = attestation.record(metadata.open_store(config.metadata_store), config.pipeline_name, entry)
+    sys.stdout.write(f"{entry['test']}: attested by {entry['by']} until {entry['expires']} (ML Metadata execution"
+                     f" {execution_id}); evidence {entry['evidence']}"
+                     + (f" sha256 {entry['evidence_sha256']}" if entry["evidence_sha256"] else "") + "\n")
+    return exit_codes.OK
+
+
+COMMANDS = {"scorecard": cmd_scorecard, "attest": cmd_attest, "report": cmd_report, "models": cmd_models, "view": cmd_view, "lineage": cmd_lineage, "approve": cmd_approve}

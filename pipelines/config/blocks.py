@@ -24,6 +24,7 @@ from core.airflow_settings import AirflowSettings, AlertSettings
 from core.retention import RetentionSettings
 from core.settings import Settings
 from governance.model_card import ModelCardSettings
+from governance.scorecard import ScorecardSettings
 from pipelines.analyzer_cache import TransformSettings
 from rollout.settings import RolloutSettings
 from serving.repository.signing import SigningSettings
@@ -52,4 +53,5 @@ BLOCKS: dict[str, type[Settings]] = {
     "airflow": AirflowSettings,
     "alerts": AlertSettings,
     "retention": RetentionSettings,
+    "scorecard": ScorecardSettings,
 }

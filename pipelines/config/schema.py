@@ -27,6 +27,7 @@ from core import metadata as metadata_lib
 from core.errors import BadInput
 from core.settings import SettingsError
 from governance.model_card import ModelCardSettings
+from governance.scorecard import ScorecardSettings
 from pipelines import beam as beam_lib
 from pipelines.analyzer_cache import TransformSettings
 from pipelines.config.blocks import BLOCKS
@@ -208,6 +209,10 @@ class PipelineConfig:
     # The model card of every pushed version (governance/model_card.py): overview, owners,
     # users, use_cases, limitations, tradeoffs, ethical_considerations, references.
     model_card: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # The ML Test Score's own thresholds (governance/scorecard.py, ScorecardSettings):
+    # {max_feature_bytes (Data 3's budget; none: that test scores 0), min_versions and
+    # confidence (Model 2's correlation), privacy_scan (Data 5)}.
+    scorecard: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # On-device exports of each pushed version (components/tflite_export/), opt-in:
     # {enabled, signature, input_key, label_key, raw_input_key, variants, max_accuracy_drop,
     # representative_examples}. Needs a signature of TFLite builtin ops (digits: `pixels`).
@@ -367,6 +372,10 @@ class PipelineConfig:
     @property
     def model_card_settings(self) -> ModelCardSettings:
         return self.block("model_card")
+
+    @property
+    def scorecard_settings(self) -> ScorecardSettings:
+        return self.block("scorecard")
 
     @property
     def example_gen_id(self) -> str:
