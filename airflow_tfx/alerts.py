@@ -46,10 +46,13 @@ DEADLINE_MISSED = "deadline_missed"
 PROMOTED = "promoted"
 ROLLED_BACK = "rolled_back"
 LIVE_FLOOR = "live_floor"
+# A rollout decision's own alerts name their kind before ": " (rollout/verdict.py writes them).
+ROLLOUT_INCONCLUSIVE = "rollout_inconclusive"
+ROLLOUT_SRM = "rollout_srm"
 STALE = "stale"
 RUNTIME_CHANGED = "runtime_changed"
-KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR, STALE,
-         RUNTIME_CHANGED)
+KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR,
+         ROLLOUT_INCONCLUSIVE, ROLLOUT_SRM, STALE, RUNTIME_CHANGED)
 _TITLES = {
     GATE_STOP: "the data gate stopped the span",
     SKEW_STOP: "serving skew stopped the span (the served model's traffic differs from its training data)",
@@ -59,10 +62,12 @@ _TITLES = {
     PROMOTED: "the canary was promoted to stable",
     ROLLED_BACK: "the canary was rolled back",
     LIVE_FLOOR: "the served model's live quality is below its floor",
+    ROLLOUT_INCONCLUSIVE: "the canary test is inconclusive at its budget: a person decides",
+    ROLLOUT_SRM: "the canary's traffic share does not match the split (sample-ratio mismatch)",
     STALE: "the served model is stale (quality lost on new data, or too old)",
     RUNTIME_CHANGED: "a blessed candidate brings runtime package changes (its SBOM differs from the baseline's)",
 }
-ROLLOUT_KINDS = (PROMOTED, ROLLED_BACK, LIVE_FLOOR)
+ROLLOUT_KINDS = (PROMOTED, ROLLED_BACK, LIVE_FLOOR, ROLLOUT_INCONCLUSIVE, ROLLOUT_SRM)
 _REFUSALS = {
     outcomes.NOT_BLESSED: "not blessed by the Evaluator",
     outcomes.FAILED_SERVING_CHECK: "failed the serving check",
@@ -182,7 +187,9 @@ def rollout_alerts(decision: Mapping[str, Any]) -> list[tuple[str, str]]:
         kind = PROMOTED if decision["action"] == "promote" else ROLLED_BACK
         out.append((kind, f"version {decision.get('canary')} (stable was {decision.get('stable')}): "
                           f"{decision.get('reason')}"))
-    out += [(LIVE_FLOOR, text) for text in decision.get("alerts") or ()]
+    for text in decision.get("alerts") or ():
+        kind = text.split(": ", 1)[0]
+        out.append((kind if kind in ROLLOUT_KINDS else LIVE_FLOOR, text))
     return out
 
 

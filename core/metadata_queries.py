@@ -151,7 +151,7 @@ def run_id_of(store, execution) -> str | None:
 # The rollout controller's decisions (rollout/controller.py writes them; reports read them).
 ROLLOUT_DECISION = "RolloutDecision"
 ROLLBACK_ACTION = "rollback"  # = rollout.sequential.ROLLBACK (core imports no rollout code)
-_JSON_PROPS = ("live", "difference", "counts")
+_JSON_PROPS = ("live", "difference", "counts", "test", "srm", "routing", "maturity", "alerts")
 
 
 def rollout_decisions(store, model: str, version: int | None = None) -> list[dict[str, Any]]:

@@ -67,9 +67,36 @@ def _print(decision, as_json: bool) -> None:
     skipped = {k: v for k, v in decision.counts.items() if k not in ("labels", "logged_examples") and v}
     if skipped:
         lines.append("  not joined: " + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
+    lines += _evidence_lines(decision)
     lines += [f"  {e}" for e in decision.rejected[:5]]
     lines += [f"  ALERT {a}" for a in decision.alerts]
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _evidence_lines(decision) -> list[str]:
+    """Maturity, the sample-ratio check and the requests tallied apart, one line each."""
+    lines = []
+    mature = decision.maturity or {}
+    if mature:
+        horizon, share = mature.get("horizon_s"), f"{100 * mature['quantile']:g}%"
+        if horizon is None:
+            lines.append(f"  compared: nothing yet (no age of split-routed requests is {share} labelled in both arms)")
+        else:
+            lines.append(f"  compared: labels of split-routed requests older than {horizon / 3600:.1f} h (the age by "
+                         f"which {share} are labelled in each arm)")
+    ratio = decision.srm or {}
+    if ratio.get("judged"):
+        lines.append(f"  split: canary {ratio['canary_requests']} of {ratio['canary_requests'] + ratio['stable_requests']}"
+                     f" requests ({100 * ratio['realised_share']:.2f}%, share {100 * ratio['canary_share']:g}%), "
+                     f"sample-ratio p = {ratio['p_value']:.2g}" + (" MISMATCH" if ratio["mismatch"] else ""))
+    apart = {route: arms for route, arms in (decision.routing or {}).items()
+             if route not in ("split", "compared") and arms}
+    if apart:
+        parts = []
+        for route, arms in sorted(apart.items()):
+            parts.append(route + " " + ", ".join(f"{arm} {n['requests']}" for arm, n in arms.items()))
+        lines.append("  not compared (requests): " + "; ".join(parts))
+    return lines
 
 
 def _num(value) -> str:
@@ -120,7 +147,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         sys.stdout.write((json.dumps(nothing) if args.json else f"{config.model_name}: no canary is under test") + "\n")
         return exit_codes.OK
     proposals_need_a_person = (command == "decide" and settings.approval == "required" and not args.review
-                               and decision.action != "continue")
+                               and decision.action in ("promote", "rollback"))
     if command == "decide" and (args.dry_run or proposals_need_a_person):
         _print(decision, args.json)  # a proposal: the Airflow prompt (or a person) decides
         return exit_codes.OK

@@ -1,16 +1,18 @@
 """One rollout decision: join the served versions' request logs with their delayed labels,
-measure both versions over the same period, run the always-valid test, and act.
+measure both versions on the same population over the same period, run the always-valid
+test, and act.
 
-Outcomes (rollout/sequential.py): `promote` (stable moves to the canary's version),
-`rollback` (the canary's label goes; its folder stays, marked rolled back) or `continue`.
-Run-out rule: a canary still undecided when it has `max_labelled` labels or has run
-`max_hours` gets `on_run_out` (default `estimate`: promoted when the point estimate of the
-difference is above -max_regression / 2, the middle of the indifference zone, else rolled
-back, as a truncated sequential test ends), and the reason says it ran out.
+Outcomes (rollout/verdict.py): `promote` (stable moves to the canary's version), `rollback`
+(the canary's label goes; its folder stays, marked rolled back), `continue`, or
+`inconclusive`: the canary holds and an alert asks a person to decide (a canary still
+undecided at its budget, `max_labelled` mature canary labels or `max_hours`, under the
+default run-out rule; or a sample-ratio mismatch).
 
-Every decision, `continue` included, is an MLMD execution of type `RolloutDecision`
-whose inputs are both versions' Model artifacts, with the live metrics, counts and reason;
-promotions and roll-backs also go into the model's `history.jsonl` (serving/repository/versions.py).
+Every decision, `continue` and `inconclusive` included, is an MLMD execution of type
+`RolloutDecision` whose inputs are both versions' Model artifacts, with the live metrics,
+counts and reason, and the evidence an auditor re-derives it from: `test` (the statistic,
+threshold and labels per arm), `srm`, `routing` and `maturity`. Promotions and roll-backs
+also go into the model's `history.jsonl` (serving/repository/versions.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 from core import layout, tasks
 from core.finite import finite
 from core.metadata_queries import ROLLOUT_DECISION as EXECUTION_TYPE
-from rollout import feedback, join, live_metrics, sequential
+from rollout import feedback, join, sequential, srm, verdict
 from rollout.settings import RolloutSettings
 from serving.repository import history, versions
 
@@ -52,6 +54,13 @@ class Decision:
     decided_by: str = "controller"
     decided_at: str = ""
     applied: bool = False
+    # The evidence (None in decisions recorded before they were kept): the test's statistic,
+    # threshold and labels per arm; the sample-ratio check; requests by route; maturity.
+    test: dict | None = None
+    srm: dict | None = None
+    routing: dict | None = None
+    maturity: dict | None = None
+    blocked_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return finite(dataclasses.asdict(self))
@@ -98,62 +107,45 @@ def measure(workdir: str, model: str, task: str, settings: RolloutSettings, now:
     from serving.server import request_log  # TensorFlow: request logs are TFRecords of TF protos
 
     stable, canary = int(state["stable"]), int(state["canary"])
+    share = float(state["canary_share"])
     metric = settings.metric_for(task)
+    now = time.time() if now is None else now
     with join.Join(layout.rollout_dir(workdir, model), task) as db:
         db.ingest_logs(request_log.log_files(_log_prefix(serving_root, model, workdir)), request_log.read_file)
         db.ingest_feedback(feedback.files(layout.feedback_dir(workdir, model)))
         # Logs carry whole seconds: a request in the canary's first second counts too.
-        joined = db.joined([stable, canary], since=math.floor(float(state.get("started_at") or 0)))
-    tally_c, tally_s = joined.tallies[canary], joined.tallies[stable]
+        compared = db.compare(stable, canary, share, since=math.floor(float(state.get("started_at") or 0)), now=now,
+                              quantile=settings.maturity_quantile)
+    tallies = compared.tallies
     live = {}
-    for name, version, tally in (("stable", stable, tally_s), ("canary", canary, tally_c)):
-        summary = tally.summary()
-        delays = joined.delays.get(version) or []
+    for name, version in (("stable", stable), ("canary", canary)):
+        summary = tallies[name].summary()
+        delays = compared.delays.get(name) or []
         summary["version"] = version
         summary["label_delay_s"] = {"p50": delays[0], "p90": delays[1]} if delays else None
         live[name] = summary
-    now = time.time() if now is None else now
     hours = (now - float(state.get("started_at") or now)) / 3600
-    difference = ci = None
-    margin = settings.margin(metric)
-    if min(tally_c.count, tally_s.count) < settings.min_labelled:
-        action = sequential.CONTINUE
-        reason = (f"waiting for labels: canary {tally_c.count}, stable {tally_s.count} of the "
-                  f"{settings.min_labelled} each needs before the test decides")
-    else:
-        estimate, variance = live_metrics.difference(tally_c, tally_s, metric)
-        ci = sequential.interval(estimate, variance, settings.significance_level, settings.tau(metric))
-        difference = {"estimate": ci.estimate, "low": ci.low, "high": ci.high}
-        action = sequential.decide(ci, margin)
-        what = "relative change" if metric in tasks.LOWER_IS_BETTER else "difference"
-        shown = (f"{metric} {what} canary vs stable {ci.estimate:+.4f}, always-valid "
-                 f"{100 * (1 - settings.significance_level):.0f}% interval [{ci.low:+.4f}, {ci.high:+.4f}] "
-                 f"on {tally_c.count} canary and {tally_s.count} stable labels")
-        reason = {
-            sequential.PROMOTE: f"{shown}: no worse than the allowed regression {margin}",
-            sequential.ROLLBACK: f"{shown}: the canary is worse",
-            sequential.CONTINUE: f"{shown}: not decided yet",
-        }[action]
-    ran_out = False
-    if action == sequential.CONTINUE and (tally_c.count >= settings.max_labelled or hours >= settings.max_hours):
-        ran_out = True
-        action = sequential.run_out(ci, margin, settings.on_run_out)
-        limit = (f"{tally_c.count} canary labels (max_labelled {settings.max_labelled})"
-                 if tally_c.count >= settings.max_labelled else f"{hours:.1f} h (max_hours {settings.max_hours})")
-        reason = (f"ran out after {limit} without a decision; the run-out rule ({settings.on_run_out}) says "
-                  f"{action}: {reason}")
-    alerts = []
+    ratio = srm.check(compared.requests["stable"], compared.requests["canary"], share, settings.srm_alpha)
+    labelled, mature = compared.maturity["labelled"], compared.maturity["mature_labelled"]
+    young = {name: labelled[name] - mature[name] for name in labelled}
+    result = verdict.judge(tallies["canary"], tallies["stable"], metric, settings, hours, ratio, young)
+    alerts = list(result.alerts)
     floor = settings.live_floor
     stable_value = live["stable"][metric]["value"]
-    if floor is not None and tally_s.count >= settings.min_labelled and math.isfinite(stable_value):
+    if floor is not None and tallies["stable"].count >= settings.min_labelled and math.isfinite(stable_value):
         below = stable_value > floor if metric in tasks.LOWER_IS_BETTER else stable_value < floor
         if below:
             alerts.append(f"{FLOOR_ALERT}: stable version {stable} live {metric} {stable_value:.4f} is past the "
                           f"floor {floor}")
-    return Decision(model=model, action=action, reason=reason, metric=metric, stable=stable, canary=canary,
-                    live=live, difference=difference, counts=joined.counts, rejected=joined.rejected_examples,
-                    ran_out=ran_out, alerts=alerts,
-                    decided_at=dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(timespec="seconds"))
+    test = result.test
+    if test is not None:
+        test = {**test, "versions": {"stable": stable, "canary": canary}}
+    return Decision(model=model, action=result.action, reason=result.reason, metric=metric, stable=stable,
+                    canary=canary, live=live, difference=result.difference, counts=compared.counts,
+                    rejected=compared.rejected_examples, ran_out=result.ran_out, alerts=alerts,
+                    decided_at=dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(timespec="seconds"),
+                    test=test, srm=ratio.to_dict(), routing=compared.routing, maturity=compared.maturity,
+                    blocked_by=result.blocked_by)
 
 
 def apply(workdir: str, decision: Decision, store=None, by: str | None = None) -> Decision:
@@ -199,7 +191,11 @@ def record(store, workdir: str, decision: Decision) -> int:
         "live": json.dumps(finite(decision.live), sort_keys=True),
         "difference": json.dumps(finite(decision.difference), sort_keys=True),
         "counts": json.dumps(decision.counts, sort_keys=True),
+        **{name: json.dumps(finite(getattr(decision, name)), sort_keys=True)
+           for name in ("test", "srm", "routing", "maturity", "alerts")},
     })
+    if decision.blocked_by:
+        metadata_queries.set_props(execution, {"blocked_by": decision.blocked_by})
     artifacts = []
     for role, version in (("stable", decision.stable), ("canary", decision.canary)):
         artifact_id = model_artifact_id(workdir, decision.model, version)

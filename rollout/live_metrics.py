@@ -50,6 +50,11 @@ class _Moments:
         return self.m2 / (self.n - 1) / self.n
 
 
+def score_buckets(scores) -> np.ndarray:
+    """The AUC histogram bucket of each score in [0, 1]."""
+    return np.clip((np.asarray(scores, dtype=np.float64) * BUCKETS).astype(np.int64), 0, BUCKETS - 1)
+
+
 class Tally:
     """One version's labelled predictions, summarised."""
 
@@ -62,6 +67,17 @@ class Tally:
         if task == tasks.BINARY:
             self._positive = np.zeros(BUCKETS, dtype=np.int64)
             self._negative = np.zeros(BUCKETS, dtype=np.int64)
+
+    @classmethod
+    def from_buckets(cls, positive: np.ndarray, negative: np.ndarray) -> "Tally":
+        """A binary tally from its AUC histograms alone (positives and negatives per score
+        bucket), as the decision simulation keeps them (rollout/decision_sim.py): its AUC is
+        the one `add` would give; accuracy is not kept. The arrays are used, not copied."""
+        tally = cls(tasks.BINARY)
+        tally._positive = np.asarray(positive, dtype=np.int64)
+        tally._negative = np.asarray(negative, dtype=np.int64)
+        tally.count = int(tally._positive.sum() + tally._negative.sum())
+        return tally
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -77,7 +93,7 @@ class Tally:
         self.count += labels.size
         if self.task == tasks.BINARY:
             scores = predictions.reshape(-1)
-            buckets = np.clip((scores * BUCKETS).astype(np.int64), 0, BUCKETS - 1)
+            buckets = score_buckets(scores)
             positive = labels > 0.5
             self._positive += np.bincount(buckets[positive], minlength=BUCKETS)
             self._negative += np.bincount(buckets[~positive], minlength=BUCKETS)
@@ -110,7 +126,8 @@ class Tally:
                 mine.n = n
 
     def _auc(self) -> tuple[float, float]:
-        pos, neg = self._positive.astype(np.float64), self._negative.astype(np.float64)
+        used = np.flatnonzero(self._positive + self._negative)  # empty buckets add nothing to any sum
+        pos, neg = self._positive[used].astype(np.float64), self._negative[used].astype(np.float64)
         n_pos, n_neg = pos.sum(), neg.sum()
         if n_pos < 2 or n_neg < 2:
             return math.nan, math.inf

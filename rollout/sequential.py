@@ -19,9 +19,15 @@ The difference is oriented so that positive means the canary is better. Decision
   promote   the whole interval lies above -max_regression (the canary is shown to be no
             worse than stable by more than the allowed regression: non-inferiority);
   roll back the whole interval lies below 0 (the canary is shown to be worse);
-  continue  otherwise. Under no difference a roll-back happens with probability at most
-            alpha; a canary worse by more than max_regression is promoted with probability at
-            most alpha. Between -max_regression and 0 either may happen (the indifference zone).
+  continue  otherwise.
+What this guarantees is the confidence sequence's coverage, for the interval as such: a
+roll-back of a canary no worse than stable, or a promotion of one worse than max_regression,
+needs the interval to miss the true difference at some look, so each happens with
+probability at most about alpha (the asymptotic sequence is valid as the labels grow; the
+known-answer tests, tests/rollout/test_sequential.py, and benchmarks/rollout/run.py measure
+the rates). It holds only for the decisions the test itself makes: a canary still undecided
+when its budget runs out is `inconclusive` (held for a person) unless the policy chooses
+otherwise (`run_out`), and that choice has the error rates docs/rollout.md gives.
 TF-free and numpy-free (pure arithmetic), so the Airflow side can read it too.
 """
 
@@ -31,7 +37,9 @@ import dataclasses
 import math
 from statistics import NormalDist
 
-PROMOTE, ROLLBACK, CONTINUE = "promote", "rollback", "continue"
+PROMOTE, ROLLBACK, CONTINUE, INCONCLUSIVE = "promote", "rollback", "continue", "inconclusive"
+# What an undecided canary gets at its budget (rollout.on_run_out).
+RUN_OUT_RULES = (INCONCLUSIVE, "estimate", ROLLBACK, PROMOTE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,15 +87,33 @@ def decide(ci: Interval, max_regression: float) -> str:
 
 
 def run_out(ci: Interval | None, max_regression: float, rule: str) -> str:
-    """The decision for a canary that ran out of budget undecided. `estimate` (a truncated
-    test's rule): promote when the point estimate is above the middle of the indifference
-    zone, -max_regression / 2, else roll back (also without any estimate); `rollback` /
-    `promote`: always that."""
+    """The outcome for a canary that reached its budget undecided.
+
+    `inconclusive` (the default): it stays as it is and a person decides, as Argo Rollouts'
+    Inconclusive pauses; the test's error guarantees then hold for everything the controller
+    decides. The others are a policy's explicit choice, with the error rates docs/rollout.md
+    gives: `rollback` / `promote` always that; `estimate` promotes when the point estimate is
+    above the middle of the indifference zone, -max_regression / 2, else rolls back. Without
+    an estimate (fewer than min_labelled labels: no test ran) it is always inconclusive."""
+    if rule not in RUN_OUT_RULES:
+        raise ValueError(f"unknown run-out rule {rule!r}; known: {', '.join(RUN_OUT_RULES)}")
+    if ci is None or not math.isfinite(ci.estimate) or rule == INCONCLUSIVE:
+        return INCONCLUSIVE
     if rule in (PROMOTE, ROLLBACK):
         return rule
-    if ci is None or not math.isfinite(ci.estimate):
-        return ROLLBACK
     return PROMOTE if ci.estimate > -max_regression / 2 else ROLLBACK
+
+
+def evidence(ci: Interval, alpha: float, tau: float, max_regression: float) -> dict:
+    """The test's statistics at this look, for the record: the mixture likelihood ratios
+    against "no difference" (a roll-back needs it at 1/alpha with the estimate below 0) and
+    against "worse by max_regression" (a promotion needs it at 1/alpha with the estimate
+    above -max_regression), the threshold, and the interval."""
+    return {"method": "mSPRT confidence sequence (Johari et al., KDD 2017; Waudby-Smith et al., 2021)",
+            "estimate": ci.estimate, "variance": ci.variance, "low": ci.low, "high": ci.high,
+            "alpha": alpha, "tau": tau, "max_regression": max_regression, "threshold": 1 / alpha,
+            "ratio_vs_no_difference": mixture_ratio(ci.estimate, ci.variance, tau, 0.0),
+            "ratio_vs_max_regression": mixture_ratio(ci.estimate, ci.variance, tau, -max_regression)}
 
 
 def fixed_horizon_n(per_example_variance: float, difference: float, alpha: float, power: float) -> float:

@@ -9,12 +9,18 @@
                                 # accuracy), 0.05 = 5% for error metrics (a relative change)
       effect_size: null         # the difference the test is tuned to find (the mixture's
                                 # scale); default 0.02, or 0.1 (10%) for error metrics
-      min_labelled: 200         # per version, before any decision (the normal approximation)
-      max_labelled: 20000       # canary labels after which the run-out rule decides
-      max_hours: 72             # wall time after which the run-out rule decides
-      on_run_out: estimate      # what an undecided canary gets: estimate (promote when the
-                                # point estimate is above -max_regression / 2, else roll back),
-                                # rollback or promote
+      min_labelled: 200         # mature labels per version before any decision (the normal
+                                # approximation)
+      max_labelled: 20000       # mature canary labels after which the run-out rule applies
+      max_hours: 72             # wall time after which the run-out rule applies
+      on_run_out: inconclusive  # what a canary still undecided at its budget gets: inconclusive
+                                # (it holds, an alert goes out, a person decides), or a policy's
+                                # explicit choice with the error rates docs/rollout.md gives:
+                                # estimate (promote when the point estimate is above
+                                # -max_regression / 2, else roll back), rollback or promote
+      maturity_quantile: 0.95   # a request is compared once requests of its age are labelled
+                                # at least this often, in both arms (rollout/maturity.py)
+      srm_alpha: 0.001          # the sample-ratio-mismatch check's level (rollout/srm.py)
       live_floor: null          # alert when stable's live metric is below this (error metrics: above)
       approval: none            # required: a person applies, vetoes or forces each promotion
                                 # or roll-back the test proposes (Airflow's HITL prompt)
@@ -51,15 +57,21 @@ class RolloutSettings(Settings):
     # The difference the test is tuned to find (the mixture's scale); default 0.02, or 0.1 (10%) for
     # error metrics.
     effect_size: float | None = None
-    # Labelled requests per version before any decision (the normal approximation).
+    # Mature labelled requests per version before any decision (the normal approximation).
     min_labelled: int = 200
-    # Canary labels after which the run-out rule decides.
+    # Mature canary labels after which the run-out rule applies.
     max_labelled: int = 20000
-    # Wall time after which the run-out rule decides.
+    # Wall time after which the run-out rule applies.
     max_hours: float = 72.0
-    # What an undecided canary gets: estimate (promote when the point estimate is above -max_regression
-    # / 2, else roll back), rollback or promote.
-    on_run_out: Literal["estimate", "rollback", "promote"] = "estimate"
+    # What a canary still undecided at its budget gets: inconclusive (it holds, an alert goes out, a
+    # person decides), or explicitly estimate (promote when the point estimate is above
+    # -max_regression / 2, else roll back), rollback or promote (their error rates: docs/rollout.md).
+    on_run_out: Literal["inconclusive", "estimate", "rollback", "promote"] = "inconclusive"
+    # A request is compared once requests of its age are labelled at least this often, in both arms
+    # (rollout/maturity.py); keep it below the share of requests that ever get a label.
+    maturity_quantile: float = 0.95
+    # Level of the sample-ratio-mismatch check (rollout/srm.py): a mismatch blocks the decision.
+    srm_alpha: float = 0.001
     # Alert when stable's live metric falls below this (error metrics: rises above).
     live_floor: float | None = None
     # required: a person applies, vetoes or forces each promotion or roll-back the test proposes
@@ -81,6 +93,10 @@ class RolloutSettings(Settings):
             raise SettingsError(f"max_labelled: {self.max_labelled} is below min_labelled ({self.min_labelled})")
         if not self.max_hours > 0:
             raise SettingsError(f"max_hours: {self.max_hours} must be positive")
+        if not 0 < self.maturity_quantile <= 1:
+            raise SettingsError(f"maturity_quantile: {self.maturity_quantile} is not within (0, 1]")
+        if not 0 < self.srm_alpha < 0.5:
+            raise SettingsError(f"srm_alpha: {self.srm_alpha} is not within (0, 0.5)")
 
     def metric_for(self, task: str) -> str:
         """The deciding metric: the configured one, else the task's key metric.

@@ -1,14 +1,10 @@
 """Canary rollouts: how well the decision works, and what the split costs on the request path.
 
-Part A, the decision (rollout/sequential.py on rollout/live_metrics.py's AUC), over seeded
-simulations of delayed labels: a binary task whose stable model has AUC 0.80 (binormal
-scores, 30% positives) and a canary with the same AUC or 0.02, 0.05, 0.10 less. Labels
-arrive in batches of 100 per version and the test looks after each batch, up to
-max_labelled per version. Reported per degradation: the false roll-back rate (no
-degradation; target at most alpha), the detection (roll-back) rate, the median labels per
-version to a decision; beside it a fixed-horizon one-sided z-test with the same alpha and the
-power the sequential test reached (the labels it would need, decided once), and the same
-z-test looked at after every batch (what peeking does to its error rate).
+Part A, the decision: benchmarks/rollout/decisions.py (whole simulated rollouts decided by
+the controller's own rule with taxi's settings, a 9:1 split and prediction-dependent label
+delay; every rate with a Wilson interval, means including run-outs, the inconclusive rate,
+the run-out rules a policy may choose, the delay-bias and sample-ratio cases, and the
+fixed-horizon z-test at the power the sequential test really had).
 
 Part B, the request path: requests/s and latency at c=32 through `retrain serve` on the
 taxi model: off (one version, no split, no log), the split alone, the split with keyed
@@ -18,7 +14,8 @@ installed, else Python clients). A mode's ratio is the median over rounds of its
 the same round's off: this machine's speed drifts by a third between minutes, a round's
 modes are a minute apart.
 
-  .venv/bin/python benchmarks/rollout/run.py [--runs 200] [--seconds 10] [--skip-serving] [--json out.json]
+  .venv/bin/python benchmarks/rollout/run.py [--runs 100] [--processes 2] [--seconds 10] [--skip-serving]
+                                             [--skip-decisions] [--json out.json]
 """
 
 from __future__ import annotations
@@ -26,12 +23,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import shutil
 import sys
 import time
-from statistics import NormalDist
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
@@ -40,82 +35,8 @@ from core import keras_env  # noqa: F401, I001  (before TensorFlow: its settings
 
 import numpy as np
 
-from core import tasks
-from rollout import live_metrics, sequential
-from rollout.settings import RolloutSettings
-
-BASE_AUC = 0.80
-POSITIVES = 0.3
-BATCH = 100
-
-
-def _scores(rng, n: int, auc: float) -> tuple[np.ndarray, np.ndarray]:
-    """Binormal scores with the given AUC: negatives N(0,1), positives N(d,1), d = sqrt(2) z(auc)."""
-    d = math.sqrt(2) * NormalDist().inv_cdf(auc)
-    labels = rng.random(n) < POSITIVES
-    raw = rng.normal(size=n) + d * labels
-    return 1 / (1 + np.exp(-raw)), labels.astype(int)
-
-
-def _simulate(seed: int, drop: float, settings: RolloutSettings) -> dict:
-    rng = np.random.default_rng(seed)
-    stable, canary = live_metrics.Tally(tasks.BINARY), live_metrics.Tally(tasks.BINARY)
-    alpha, tau, margin = settings.significance_level, settings.tau("auc"), settings.margin("auc")
-    z_peek = NormalDist().inv_cdf(1 - alpha)
-    peeked = None
-    ci = None
-    while canary.count < settings.max_labelled:
-        stable.add(*_scores(rng, BATCH, BASE_AUC))
-        canary.add(*_scores(rng, BATCH, BASE_AUC - drop))
-        if canary.count < settings.min_labelled:
-            continue
-        d, v = live_metrics.difference(canary, stable, "auc")
-        if peeked is None and d / math.sqrt(v) < -z_peek:
-            peeked = "rollback"
-        ci = sequential.interval(d, v, alpha, tau)
-        action = sequential.decide(ci, margin)
-        if action != sequential.CONTINUE:
-            return {"action": action, "ran_out": False, "labels": canary.count, "peeked": peeked,
-                    "per_example_variance": v * canary.count}
-    d, v = live_metrics.difference(canary, stable, "auc")
-    return {"action": sequential.run_out(ci, margin, settings.on_run_out), "ran_out": True, "labels": canary.count,
-            "peeked": peeked, "per_example_variance": v * canary.count}
-
-
-def taxi_settings(max_labelled: int | None) -> RolloutSettings:
-    """The taxi pipeline's rollout block (what `make rollout-demo` runs with)."""
-    import dataclasses
-
-    from retrain import options
-
-    settings = options.load_config(os.path.join(REPO, "pipelines", "taxi", "config.yaml")).rollout_settings
-    return dataclasses.replace(settings, max_labelled=max_labelled) if max_labelled else settings
-
-
-def decisions(runs: int, settings: RolloutSettings) -> list[dict]:
-    rows = []
-    for drop in (0.0, 0.02, 0.05, 0.10):
-        start = time.perf_counter()
-        results = [_simulate(seed, drop, settings) for seed in range(runs)]
-        actions = [r["action"] for r in results]
-        rollback = actions.count("rollback") / runs
-        promote = actions.count("promote") / runs
-        decided = [r["labels"] for r in results if not r["ran_out"]]
-        variance = float(np.median([r["per_example_variance"] for r in results]))
-        row = {"auc_drop": drop, "runs": runs, "rollback_rate": rollback, "promote_rate": promote,
-               "run_out_rate": sum(r["ran_out"] for r in results) / runs,
-               "rollback_at_run_out_rate": sum(r["ran_out"] and r["action"] == "rollback" for r in results) / runs,
-               "median_labels_to_decision": float(np.median(decided)) if decided else None,
-               "peeking_z_test_rollback_rate": sum(r["peeked"] is not None for r in results) / runs,
-               "seconds": round(time.perf_counter() - start, 1)}
-        if drop:
-            power = min(max(rollback, 0.5), 0.999)
-            row["fixed_horizon_power"] = power
-            row["fixed_horizon_labels"] = round(sequential.fixed_horizon_n(variance, drop, settings.significance_level,
-                                                                          power))
-        rows.append(row)
-        sys.stderr.write(f"[bench] AUC -{drop:.2f}: {json.dumps(row)}\n")
-    return rows
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decisions as decision_bench  # noqa: E402  (benchmarks/rollout/decisions.py)
 
 
 def _serving_bench():
@@ -225,8 +146,8 @@ def _h2load_with(bench, h2load, ports, body_file, concurrency, seconds, header):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", type=int, default=200, help="simulations per degradation")
-    p.add_argument("--max-labelled", type=int, help="canary labels before the run-out rule (default: taxi's)")
+    p.add_argument("--runs", type=int, default=100, help="simulated rollouts per cell (part A)")
+    p.add_argument("--processes", type=int, default=2, help="simulation processes (part A)")
     p.add_argument("--seconds", type=float, default=10.0, help="per request-path measurement")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3, help="rounds of the three modes, each round in a rotated order")
@@ -236,19 +157,10 @@ def main(argv=None) -> int:
     p.add_argument("--skip-serving", action="store_true")
     p.add_argument("--json")
     args = p.parse_args(argv)
-    settings = taxi_settings(args.max_labelled)
-    out = {"settings": settings.to_dict(), "decisions": [] if args.skip_decisions else decisions(args.runs, settings)}
-    print(f"Canary decisions with taxi's rollout settings (stable AUC {BASE_AUC}, alpha {settings.significance_level}, "
-          f"max_regression {settings.margin('auc')}, effect_size {settings.tau('auc')}, a look every {BATCH} labels "
-          f"per version, run-out at {settings.max_labelled} by rule '{settings.on_run_out}'; {args.runs} seeded runs "
-          "each). rollback counts run-outs that ended in one.")
-    print(f"{'AUC drop':>9} {'rollback':>9} {'promote':>8} {'run out':>8} {'median labels':>14} "
-          f"{'fixed-horizon labels':>21} {'peeking z-test rollback':>24}")
-    for r in out["decisions"]:
-        fixed = f"{r['fixed_horizon_labels']} (power {r['fixed_horizon_power']:.2f})" if r["auc_drop"] else "-"
-        median = "-" if r["median_labels_to_decision"] is None else f"{r['median_labels_to_decision']:.0f}"
-        print(f"{r['auc_drop']:>9.2f} {r['rollback_rate']:>9.3f} {r['promote_rate']:>8.3f} {r['run_out_rate']:>8.3f} "
-              f"{median:>14} {fixed:>21} {r['peeking_z_test_rollback_rate']:>24.3f}")
+    out = {}
+    if not args.skip_decisions:
+        out["decisions"] = decision_bench.decisions(args.runs, args.processes)
+        decision_bench.report(out["decisions"])
     if not args.skip_serving:
         out["request_path"] = request_path(args.seconds, args.concurrency, args.rounds, args.log_rate)
         rp = out["request_path"]

@@ -237,16 +237,16 @@ class _Handler(BaseHTTPRequestHandler):
             name, _ = servable.signature(signature)
             inputs, rows = tensors.predict_inputs(request, servable.input_specs(name))
             _, outputs = api.predict(servable, name, inputs)
-            self._log(servable, name, verb, inputs, outputs, key)
+            self._log(servable, name, verb, inputs, outputs, key, version, label)
             return {"predictions": tensors.to_row_format(outputs)} if rows else {"outputs": tensors.to_columnar_format(outputs)}
         examples = tensors.examples_from_json(request)
         servable = self.server.manager.get(model, version, label, key)
         if verb == "classify":
             name, results = api.classify(servable, signature, examples)
-            self._log(servable, name, verb, examples, results, key)
+            self._log(servable, name, verb, examples, results, key, version, label)
             return {"results": [[[label_, score] for label_, score in r] for r in results]}
         name, values = api.regress(servable, signature, examples)
-        self._log(servable, name, verb, examples, values, key)
+        self._log(servable, name, verb, examples, values, key, version, label)
         return {"results": values}
 
     def _request_key(self, model: str, body: bytes) -> str | None:
@@ -257,25 +257,30 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return request_key(self.headers.get(HEADER), body)
 
-    def _log(self, servable, signature: str, verb: str, request_values, response_values, key: str | None) -> None:
+    def _log(self, servable, signature: str, verb: str, request_values, response_values, key: str | None,
+             version: int | None = None, label: str | None = None) -> None:
         """A sampled request in TF Serving's log format: the protos TF Serving's REST handler
         builds from the JSON and logs, built by the log's writer thread from the parsed
-        values this request already holds."""
+        values this request already holds. The request's model_spec keeps the version or
+        label the URL named (how it was routed: serving/server/routing.py)."""
         request_logger = self.server.manager.request_logger(servable.name)
         if request_logger is None or not request_logger.sampled():
             return
         name = servable.name
-        request_logger.log(lambda: _rest_log(name, signature, verb, request_values, response_values), None, signature,
-                           servable.version, key, servable.feature_policy)
+        request_logger.log(lambda: _rest_log(name, signature, verb, request_values, response_values, version, label),
+                           None, signature, servable.version, key, servable.feature_policy)
 
 
-def _rest_log(model: str, signature: str, verb: str, request_values, response_values) -> prediction_log_pb2.PredictionLog:
-    """The PredictionLog of a REST request: its values in the protos of the gRPC API."""
+def _rest_log(model: str, signature: str, verb: str, request_values, response_values, version: int | None = None,
+              label: str | None = None) -> prediction_log_pb2.PredictionLog:
+    """The PredictionLog of a REST request: its values in the protos of the gRPC API, the
+    request's model_spec naming the URL's version or label as TF Serving's REST handler does."""
     log = prediction_log_pb2.PredictionLog()
     if verb == "predict":
         request, response = log.predict_log.request, log.predict_log.response
         for spec in (request.model_spec, response.model_spec):
             spec.name, spec.signature_name = model, signature
+        _named(request.model_spec, version, label)
         for name, value in request_values.items():
             tensors.fill_proto_field(request.inputs[name], value)
         for name, value in response_values.items():
@@ -285,6 +290,7 @@ def _rest_log(model: str, signature: str, verb: str, request_values, response_va
     request, response = part.request, part.response
     for spec in (request.model_spec, response.model_spec):
         spec.name, spec.signature_name = model, signature
+    _named(request.model_spec, version, label)
     for example in request_values:
         request.input.example_list.examples.add().ParseFromString(example)
     if verb == "classify":
@@ -296,3 +302,10 @@ def _rest_log(model: str, signature: str, verb: str, request_values, response_va
         for value in response_values:
             response.result.regressions.add(value=value)
     return log
+
+
+def _named(model_spec, version: int | None, label: str | None) -> None:
+    if version is not None:
+        model_spec.version.value = version
+    elif label:
+        model_spec.version_label = label

@@ -206,6 +206,10 @@ def test_rollout_decisions_alert_on_promotion_rollback_and_the_live_floor():
     assert kinds[0][1].startswith("version 3 (stable was 2): auc -0.21")
     assert alerts.rollout_alerts({"applied": False, "action": "continue", "alerts": []}) == []
     assert [k for k, _ in alerts.rollout_alerts({**applied, "action": "promote", "alerts": []})] == [alerts.PROMOTED]
+    held = {"applied": False, "action": "inconclusive", "alerts": [
+        "rollout_inconclusive: the canary holds until a person promotes or rolls it back",
+        "rollout_srm: canary share 0.05 of 2,000 split requests, 0.10 asked"]}
+    assert [k for k, _ in alerts.rollout_alerts(held)] == [alerts.ROLLOUT_INCONCLUSIVE, alerts.ROLLOUT_SRM]
     alert = alerts.Alert(alerts.PROMOTED, "taxi", None, "scheduled__x", "why", "taxi_rollout", "decide_canary")
     assert alert.subject == "[retrain] taxi: the canary was promoted to stable"
 

@@ -57,3 +57,43 @@ def test_malformed_feedback_is_reported_by_the_decision_and_an_unusable_file_is_
         f.write(b"\x89PNG\r\n\x1a\n\x00\x00")
     code, out = _run(capsys, "decide", "--workdir", work, "--dry-run")
     assert code == 2 and "zz-binary.csv" in out.err
+
+
+def test_a_decision_records_its_evidence_and_a_canary_out_of_budget_is_held_for_a_person(tmp_path):
+    import dataclasses
+
+    from ml_metadata import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    from core import tasks
+    from rollout import controller
+    from rollout.settings import RolloutSettings
+
+    work = str(tmp_path / "work")
+    canary_workdir.build(work, "taxi", canary_weight=-2.0, requests=600)
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = str(tmp_path / "m.sqlite")
+    store = metadata_store.MetadataStore(cfg)
+    settings = RolloutSettings(mode="canary", canary_share=0.5, max_regression=0.02)
+    decision = controller.measure(work, "taxi", tasks.BINARY, settings)
+    assert decision.action == "rollback" and decision.srm["judged"] and not decision.srm["mismatch"]
+    assert decision.routing["split"]["stable"]["requests"] + decision.routing["split"]["canary"]["requests"] == 600
+    assert decision.maturity["mature_labelled"] == {"stable": decision.live["stable"]["labelled"],
+                                                    "canary": decision.live["canary"]["labelled"]}
+    controller.record(store, work, decision)
+    [recorded] = controller.decisions(store, "taxi")
+    test = recorded["test"]  # what an auditor re-derives the decision from
+    assert recorded["action"] == "rollback" and recorded["canary_version"] == 2 and test["versions"]["canary"] == 2
+    assert test["labels"] == {"stable": decision.live["stable"]["labelled"], "canary": decision.live["canary"]["labelled"]}
+    assert test["threshold"] == 20 and test["ratio_vs_no_difference"] >= 20 and test["high"] < 0
+    assert recorded["srm"]["p_value"] > 0.001 and recorded["routing"]["compared"] == "split"
+    # Too few labels when the budget runs out: held for a person, never rolled back.
+    starved = dataclasses.replace(settings, min_labelled=5000, max_labelled=5000)
+    state = versions.rollout_state(os.path.join(layout.serving_root(work), "taxi"))
+    held = controller.measure(work, "taxi", tasks.BINARY, starved, now=state["started_at"] + 73 * 3600)
+    assert held.action == "inconclusive" and held.ran_out and held.test is None
+    assert held.reason.startswith("ran out after 73.0 h (max_hours 72) with too few labels for the test to run")
+    assert held.alerts and held.alerts[0].startswith("rollout_inconclusive: the canary holds")
+    controller.apply(work, held, store)
+    assert versions.rollout_state(os.path.join(layout.serving_root(work), "taxi")) is not None  # nothing changed
+    assert controller.decisions(store, "taxi")[-1]["action"] == "inconclusive"

@@ -50,7 +50,7 @@ def _grpc_versions(target: str, keys: list[str]) -> list[int]:
     with grpc.insecure_channel(target) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         return [int(tf.make_ndarray(stub.Predict(request, timeout=30, metadata=[("x-request-id", key)])
-                                    .outputs["version"])[0]) for key in keys]
+                                    .outputs["version"]).ravel()[0]) for key in keys]
 
 
 def _log_records(prefix: str, origin: str) -> int:
