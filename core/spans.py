@@ -151,6 +151,13 @@ def check_span_csv(folder: str) -> None:
     for name in files:
         path = os.path.join(folder, name)
         try:
+            # A NUL byte means a binary file, not CSV text; Python 3.10's csv module refused
+            # it, 3.11+ reads it as data, so it is named here on every Python.
+            with open(path, "rb") as raw:
+                head = raw.read(64 * 1024)
+            nul = head.find(b"\x00")
+            if nul >= 0:
+                raise SpanError(f"cannot read {path}: NUL byte at byte {nul} (a binary file, not CSV text)")
             # Undecodable bytes are reported with their row by the full read before a run
             # (preflight.check_csv_structure); here only the shape of the file matters.
             with open(path, newline="", encoding="utf-8", errors="replace") as f:

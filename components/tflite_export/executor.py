@@ -98,7 +98,18 @@ def convert(saved_model_dir: str, signature: str, variant: str, representative: 
         return converter.convert()
     except Exception as e:  # noqa: BLE001  the converter's errors name the unsupported ops
         raise ExportError(f"signature {signature!r} is not TFLite-convertible ({variant}): "
-                          f"{str(e).strip().splitlines()[-1][:500]}") from e
+                          f"{_converter_problem(str(e))}") from e
+
+
+def _converter_problem(text: str) -> str:
+    """The converter's first diagnostic (TF 2.21's MLIR converter ends its message with a
+    dump of the graph, so the last line names nothing), and the dtype when it is bf16."""
+    errors = [line.split("error: ", 1)[1] for line in text.splitlines() if "error: " in line]
+    problem = next((e for e in errors if "failed while converting" not in e), None)
+    problem = problem or (text.strip().splitlines() or ["(no message)"])[-1]
+    if "bf16" in text or "bfloat16" in text:
+        problem += " (on bf16 tensors: the model computes in bfloat16, which TFLite does not convert)"
+    return problem[:500]
 
 
 class Runner:
