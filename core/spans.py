@@ -151,13 +151,17 @@ def check_span_csv(folder: str) -> None:
     for name in files:
         path = os.path.join(folder, name)
         try:
-            # A NUL byte means a binary file, not CSV text; Python 3.10's csv module refused
-            # it, 3.11+ reads it as data, so it is named here on every Python.
+            # A NUL byte in the header or first row (what is read here) means a binary file,
+            # not CSV text: Python 3.10's csv module refused it, 3.11+ reads it as data, so it
+            # is named here on every Python. Later ones are named with their line by the full
+            # read before a run (csv_engine's encoding check).
             with open(path, "rb") as raw:
                 head = raw.read(64 * 1024)
-            nul = head.find(b"\x00")
+            first_rows = b"\n".join(head.split(b"\n", 2)[:2])
+            nul = first_rows.find(b"\x00")
             if nul >= 0:
-                raise SpanError(f"cannot read {path}: NUL byte at byte {nul} (a binary file, not CSV text)")
+                raise SpanError(f"cannot read {path}: a NUL byte at byte {nul} of its first rows "
+                                "(a binary file, not CSV text)")
             # Undecodable bytes are reported with their row by the full read before a run
             # (preflight.check_csv_structure); here only the shape of the file matters.
             with open(path, newline="", encoding="utf-8", errors="replace") as f:
