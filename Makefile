@@ -149,10 +149,10 @@ system-packages:
 
 # The TFX-side tests render a report in Chromium and make MariaDB databases for ML Metadata
 # (the host's server, through its socket in .services/): a runtime in a Debian 13 root needs
-# its own Chromium and MariaDB client.
+# its own Chromium and MariaDB client, and make (the docs test builds the site as `make docs` does).
 runtime-test-packages: venv
 	@if [ "$$(cat .runtime/kind)" = root ]; then \
-	  runtime/enter.sh $(RUNTIME_ROOT) runtime/install.sh system chromium mariadb-client; fi
+	  runtime/enter.sh $(RUNTIME_ROOT) runtime/install.sh system chromium mariadb-client make; fi
 
 # Lanes balanced on a clean clone's durations (783ede9: e2e 1,233 s; other TFX 1,352 s; Airflow
 # 1,110 s then task hosting and serving 225 s; the portable runner's run 79 s and rollout 30 s

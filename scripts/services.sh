@@ -101,9 +101,14 @@ start_mariadb() {
       --auth-root-authentication-method=socket --skip-test-db >"$ROOT/mariadb-init.log" 2>&1 \
       || { tail -20 "$ROOT/mariadb-init.log" >&2; die "mariadb-install-db failed"; }
   fi
+  # Snapshot isolation off (MariaDB 11.6+ turned it on by default; older servers ignore the
+  # loose- option): ml-metadata 1.21 reads with LOCK IN SHARE MODE inside its transactions and
+  # does not retry MariaDB's error 1020 ("Record has changed since last read"), which
+  # concurrent runs on one store then hit (tests/runner/test_parallel_runs.py).
   launch mariadb /usr/sbin/mariadbd --no-defaults --datadir="$MARIADB_DIR" --port="$MARIADB_PORT" \
     --bind-address=127.0.0.1 --socket="$MARIADB_SOCK" --pid-file="$ROOT/mariadb.pid" --user=root \
-    --skip-name-resolve --max-connections=500 --innodb-buffer-pool-size=128M
+    --skip-name-resolve --max-connections=500 --innodb-buffer-pool-size=128M \
+    --loose-innodb-snapshot-isolation=OFF
   wait_for mariadb 60 mariadb_admin -e "SELECT 1"
   # ml-metadata 1.16's bundled client speaks only mysql_native_password.
   local pw; pw="$(secret mariadb-$MLMD_USER)"
