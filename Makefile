@@ -69,7 +69,8 @@ $(STAMP): requirements/tfx.lock requirements/tfx-nodeps.txt setup.py $(RUNTIME_F
 	  UV=$(abspath $(UV)) PYTHON="$$python" runtime/install.sh venv $(abspath $(VENV)); \
 	fi
 	@$(VENV)/bin/python -c 'import sys, tfx, tensorflow as tf, apache_beam as beam; \
-	  print(f"runtime: TFX {tfx.__version__}, TensorFlow {tf.__version__}, Beam {beam.__version__}, Python {sys.version.split()[0]} ready in $(VENV) ($$(cat .runtime/kind))")' 2>/dev/null
+	  print(f"runtime: TFX {tfx.__version__}, TensorFlow {tf.__version__}, Beam {beam.__version__}, Python {sys.version.split()[0]} ready in $(VENV) ({sys.argv[1]})")' \
+	  "$$(cat .runtime/kind)" 2>/dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)
