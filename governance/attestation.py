@@ -14,11 +14,12 @@ Needs `ml_metadata` (the TFX runtime), not TensorFlow.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
 import re
 import urllib.parse
 from typing import Any
+
+from core.files import sha256_file
 
 EXECUTION_TYPE = "ScorecardAttestation"
 # Tests only a person can do here (docs/guides/scorecard.md, "Tests done by hand"); rollback
@@ -58,13 +59,6 @@ def _is_url(text: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 def _parse_date(text: str) -> dt.date:
     try:
@@ -90,7 +84,7 @@ def entry(test: str, by: str, evidence: str, expires: str, note: str = "", now: 
         pass
     elif evidence and os.path.isfile(evidence):
         evidence = os.path.abspath(evidence)
-        sha = file_sha256(evidence)
+        sha = sha256_file(evidence)
     else:
         raise AttestationError(f"--evidence {evidence!r}: an http(s) URL or an existing file (a CI run, a"
                                " log, a signed checklist): what a reviewer opens to check the claim")
@@ -152,7 +146,7 @@ def judge(attestation: dict, now: dt.datetime) -> dict:
         path = str(attestation.get("evidence"))
         if not os.path.isfile(path):
             return {**out, "valid": False, "why": f"its evidence file {path} is gone"}
-        if file_sha256(path) != sha:
+        if sha256_file(path) != sha:
             return {**out, "valid": False, "why": f"its evidence file {path} changed since (sha256 was {sha[:12]})"}
     return {**out, "valid": True, "why": f"valid until {expires}"}
 

@@ -41,6 +41,7 @@ import re
 from typing import Any
 
 from core import layout
+from core.files import sha256_file
 
 MIN_VALUE_CHARS = 4
 MAX_FINDINGS = 20
@@ -48,13 +49,6 @@ MAX_FINDINGS = 20
 PLANT_PREFIX = "planted-sensitive-"
 _TOKEN = re.compile(r"[0-9A-Za-z@_+\-]+")
 
-
-def sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def digest_of(files: list[dict]) -> str:
