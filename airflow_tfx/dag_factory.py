@@ -329,19 +329,27 @@ def build_rollout_dag(template_path: str, dag_id: str,
 def _rollout_review_tasks(make, decide, config: str, workdir: str, pipeline: str, alert_settings: dict) -> None:
     """With `rollout.approval: required`: a proposed promotion or roll-back waits (deferred,
     in the triggerer) for a person's Apply / Veto / Force in Airflow's HITL prompt; their answer
-    and name are recorded with the decision (MLMD, history). A `continue` needs nobody."""
+    and name are recorded with the decision (MLMD, history). An `inconclusive` test (undecided at
+    its budget, or blocked by a sample-ratio mismatch) already holds and alerts; the prompt is
+    where the person decides it (Force promote, Force roll back, or Apply: keep holding). A
+    `continue` needs nobody."""
     from airflow.providers.standard.operators.hitl import HITLOperator
     from airflow.providers.standard.operators.python import ShortCircuitOperator
 
     proposal = "ti.xcom_pull(task_ids='decide_canary')"
     needs = ShortCircuitOperator(
         task_id="needs_review", python_callable=_proposes_a_change, op_args=["{{ " + proposal + " | tojson }}"],
-        doc_md="Goes on only when the test proposes a promotion or a roll-back.")
+        doc_md="Goes on only when the test proposes a promotion or a roll-back, or is inconclusive (a person "
+               "decides).")
     prompt = HITLOperator(
         task_id="review_decision",
         subject=f"{pipeline} canary: {{{{ {proposal}['action'] }}}}?",
-        body=("The rollout test proposes **{{ " + proposal + "['action'] }}** for canary version {{ " + proposal
-              + "['canary'] }} (stable {{ " + proposal + "['stable'] }}).\n\n{{ " + proposal + "['reason'] }}"),
+        body=("{% if " + proposal + "['action'] == 'inconclusive' %}The rollout test is **inconclusive** for canary "
+              "version {{ " + proposal + "['canary'] }} (stable {{ " + proposal + "['stable'] }}): it holds until "
+              "you decide. Force promote or Force roll back decides it; Apply keeps it holding.{% else %}"
+              "The rollout test proposes **{{ " + proposal + "['action'] }}** for canary version {{ " + proposal
+              + "['canary'] }} (stable {{ " + proposal + "['stable'] }}).{% endif %}\n\n{{ " + proposal
+              + "['reason'] }}"),
         options=list(airflow_settings.ROLLOUT_REVIEW_OPTIONS), defaults=None, response_timeout=dt.timedelta(days=3), retries=0)
     pulled = "ti.xcom_pull(task_ids='review_decision')"
     record = make.rollout(
@@ -358,7 +366,7 @@ def _rollout_review_tasks(make, decide, config: str, workdir: str, pipeline: str
 def _proposes_a_change(decision_json: str) -> bool:
     import json
 
-    return (json.loads(decision_json or "null") or {}).get("action") in ("promote", "rollback")
+    return (json.loads(decision_json or "null") or {}).get("action") in ("promote", "rollback", "inconclusive")
 
 
 def _pool(node_id: str, pools: dict) -> dict:

@@ -161,6 +161,8 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         elif args.review.startswith("Force"):
             decision.action = "promote" if args.review == "Force promote" else "rollback"
             decision.reason = f"{decision.action} forced by {by} (proposed: {proposed}): {decision.reason}"
+        elif proposed == "inconclusive":
+            decision.reason = f"kept holding by {by} (inconclusive): {decision.reason}"
         else:
             decision.reason = f"{proposed} approved by {by}: {decision.reason}"
     if command in ("promote", "rollback"):

@@ -241,3 +241,5 @@ def test_a_rollout_with_approval_waits_for_a_person_to_apply_veto_or_force(monke
     assert type(prompt).__name__ == "HITLOperator" and tuple(prompt.options) == REVIEW_CHOICES
     assert "--review" in dag.get_task("record_review").arguments
     assert _proposes_a_change('{"action": "rollback"}') and not _proposes_a_change('{"action": "continue"}')
+    # An inconclusive test holds and alerts; the prompt is where a person decides it.
+    assert _proposes_a_change('{"action": "inconclusive"}') and "inconclusive" in prompt.body
