@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from core import csv_header
 from core.errors import BadInput
 
 SPAN_DIR_PREFIX = "span-"
@@ -162,15 +164,19 @@ def check_span_csv(folder: str) -> None:
             if nul >= 0:
                 raise SpanError(f"cannot read {path}: a NUL byte at byte {nul} of its first rows "
                                 "(a binary file, not CSV text)")
-            # Undecodable bytes are reported with their row by the full read before a run
-            # (preflight.check_csv_structure); here only the shape of the file matters.
-            with open(path, newline="", encoding="utf-8", errors="replace") as f:
-                rows = csv.reader(f)
-                first = next(rows, None)
-                second = next(rows, None)
+            # The header as ingestion reads it (core/csv_header.py); undecodable bytes after it
+            # are reported with their row by the full read before a run
+            # (preflight.check_csv_structure): here only the shape of the file matters.
+            first, data_start = csv_header.read_header(path)
+            with open(path, "rb") as raw:
+                raw.seek(data_start)
+                rest = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+                second = next(csv.reader(rest), None)
+        except csv_header.CsvInputError as e:
+            raise SpanError(str(e)) from e
         except (OSError, csv.Error) as e:
             raise SpanError(f"cannot read {path}: {e}") from e
-        if not first or second is None:
+        if first == [""] or second is None:
             raise SpanError(f"{path} has no data rows (a header and at least one row expected)")
         if header is not None and first != header:
             raise SpanError(f"{path} has a different header from the other files of its span")

@@ -2,7 +2,10 @@
 
 What CsvExampleGen does (tfx/components/example_gen/csv_example_gen/executor.py, tfx_bsl's
 csv_decoder), and where this module does the same:
-- the header is the file's first line, `strip().split(",")` (`header_columns`);
+- the header is the file's first line, `strip().split(",")`; ours is read by the span CSV
+  header rule (core/csv_header.py), which gives the same names for such a header and also
+  reads quoted names and a UTF-8 byte-order mark, where TFX keeps the quotes and the mark
+  in the names;
 - each later line is decoded as UTF-8; lines are joined until their double quotes balance
   (a quoted cell may hold newlines), and each such record is parsed by Python's `csv`
   module with the default dialect; a blank record is skipped (`parse_chunk`: chunks with no
@@ -38,6 +41,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from core.csv_header import CsvInputError
+
 # tfx_bsl.coders.csv_decoder.ColumnType (its module imports Beam: seconds per worker).
 UNKNOWN, INT, FLOAT, STRING = -1, 0, 1, 2
 TYPE_NAMES = {UNKNOWN: "UNKNOWN", INT: "INT", FLOAT: "FLOAT", STRING: "STRING"}
@@ -47,27 +52,6 @@ FRAME_OVERHEAD = 16
 _MAX_EXAMPLE_HEADER = 6  # 0x0A tag + a varint of up to 5 bytes (examples under 32 GiB)
 # The padded row matrix of one batch is kept under this many bytes.
 BATCH_BYTES = 48 << 20
-
-
-class CsvInputError(ValueError):
-    """A CSV file that CsvExampleGen would refuse too; names the file and line."""
-
-
-def header_columns(first_line: bytes, path: str = "<csv>") -> list[str]:
-    """The column names, as `tfx.utils.io_utils.load_csv_column_names` reads them.
-
-    Raises:
-      CsvInputError: the header is not UTF-8 text (a binary or otherwise encoded file),
-        naming the file and the byte.
-    """
-    try:
-        text = first_line.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CsvInputError(f"{path}: line 1 (the header), byte {e.start}: not valid UTF-8 ({e.reason}:"
-                            f" {first_line[e.start:e.start + 4]!r}); is it a CSV text file?") from e
-    if "\x00" in text:
-        raise CsvInputError(f"{path}: line 1 (the header), byte {text.index(chr(0))}: a NUL byte; is it a CSV text file?")
-    return text.strip().split(",")
 
 
 def infer_value_type(cell: bytes) -> int:

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 
+from core import csv_header
 from csv_engine import csv_encoding
 
 logger = logging.getLogger(__name__)
@@ -42,35 +43,19 @@ class Chunk:
     data_start: int
 
 
-def read_header(path: str) -> tuple[list[str], int]:
-    """The file's column names and where its data begin (after the first line).
-
-    Raises:
-      csv_encoding.CsvInputError: a header that is not text.
-    """
-    with open(path, "rb") as f:
-        first = f.readline()
-    return csv_encoding.header_columns(first, path), len(first)
-
-
 def plan(paths: list[str], chunk_bytes: int) -> tuple[list[str], list[Chunk]]:
     """The split's column names and its chunks, cut where a record ends.
 
-    A record ends at a newline after which the file's data so far hold an even number of
+    The names are the span CSV header rule's (core/csv_header.py), the Beam path's too. A
+    record ends at a newline after which the file's data so far hold an even number of
     double quotes (CsvExampleGen joins lines until the quotes of a record balance).
 
     Raises:
-      csv_encoding.CsvInputError: the files' headers differ.
+      csv_encoding.CsvInputError: a header the rule refuses, or the files' headers differ.
     """
-    names, chunks = None, []
-    for path in paths:
-        columns, data_start = read_header(path)
-        if names is None:
-            names = columns
-        elif columns != names:
-            raise csv_encoding.CsvInputError(
-                f"{path}: its header differs from {paths[0]}'s (files of one span must have the same columns):"
-                f" {columns} vs {names}")
+    names, starts = csv_header.split_columns(paths)
+    chunks = []
+    for path, data_start in zip(paths, starts):
         size = os.path.getsize(path)
         if size <= data_start:
             continue
@@ -81,7 +66,7 @@ def plan(paths: list[str], chunk_bytes: int) -> tuple[list[str], list[Chunk]]:
                 end = _record_end(data, start, min(size, start + chunk_bytes), size, quoted)
                 chunks.append(Chunk(path, start, end, data_start))
                 start = end
-    return names or [], chunks
+    return names, chunks
 
 
 def _record_end(data, start: int, target: int, size: int, quoted: bool) -> int:

@@ -14,7 +14,7 @@ import re
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from core import spans
+from core import csv_header, spans
 from core.errors import BadInput
 
 
@@ -48,11 +48,7 @@ def check_header(span_folder: str, schema: schema_pb2.Schema) -> None:
         if not name.endswith(".csv"):
             continue
         path = os.path.join(span_folder, name)
-        with open(path, newline="", encoding="utf-8", errors="replace") as f:
-            header = next(csv.reader(f), [])
-        if header and header[0].startswith("\ufeff"):
-            raise InputError(f"{path}: starts with a UTF-8 byte-order mark, which CsvExampleGen reads as part of the"
-                             f" first column's name ({header[0]!r}); save the file as UTF-8 without BOM")
+        header = _header(path)
         missing = sorted(expected - set(header))
         extra = sorted(set(header) - expected)
         if missing or extra:
@@ -62,6 +58,18 @@ def check_header(span_folder: str, schema: schema_pb2.Schema) -> None:
             if extra:
                 parts.append(f"column(s) not in the schema {', '.join(extra)}")
             raise InputError(f"{path} does not match the schema: {'; '.join(parts)}")
+
+
+def _header(path: str) -> list[str]:
+    """The file's column names, as both ingestion engines read them (core/csv_header.py).
+
+    Raises:
+      InputError: a header the rule refuses (file, line 1, byte).
+    """
+    try:
+        return csv_header.read_header(path)[0]
+    except csv_header.CsvInputError as e:
+        raise InputError(str(e)) from e
 
 
 def check_csv_structure(path: str) -> int:
@@ -74,8 +82,10 @@ def check_csv_structure(path: str) -> int:
     message names the row and line.
 
     Raises:
-      InputError: naming the file, the row (and line) and the problem: bytes that are not
-        UTF-8, a row with more or fewer fields than the header, a truncated last line.
+      InputError: naming the file, the row (and line and byte) and the problem: bytes that
+        are not UTF-8, a header the span CSV header rule refuses (another delimiter, a
+        quoted name left open: core/csv_header.py), a row with more or fewer fields than
+        the header, a truncated last line or quoted field.
     """
     rows = _count_rows_in_chunks(path)
     return rows if rows is not None else _check_csv_whole(path)
@@ -120,21 +130,24 @@ def _check_csv_whole(path: str) -> int:
         line = raw.count(b"\n", 0, nul) + 1
         raise InputError(f"{path}, line {line} (byte {nul}): a NUL byte: binary data, not CSV text"
                          " (CsvExampleGen refuses the line)")
+    # The header as both engines read it (a byte-order mark, quoted names), or what the rule
+    # refuses: another delimiter, a quoted name left open.
+    header = _header(path)
     # Windows line endings count as one line break, as in the editor that shows the line.
     text = text.replace("\r\n", "\n")
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    header = None
+    body = text[text.find("\n") + 1:] if "\n" in text else ""
+    reader = csv.reader(io.StringIO(body, newline=""), strict=True)
     rows = 0
+    start = 2  # the line the record being read starts on
     try:
         for fields in reader:
-            if header is None:
-                header = fields
-                continue
+            line = reader.line_num + 1  # the line it ends on
             if not fields:  # a blank line: CsvExampleGen skips it too
+                start = line + 1
                 continue
             rows += 1
             if len(fields) != len(header):
-                last = reader.line_num == text.count("\n") + (0 if text.endswith("\n") else 1)
+                last = line == text.count("\n") + (0 if text.endswith("\n") else 1)
                 truncated = last and not text.endswith(("\n", "\r")) and len(fields) < len(header)
                 problem = (
                     "the last line is cut short (truncated upload?)"
@@ -143,15 +156,28 @@ def _check_csv_whole(path: str) -> int:
                     else "fewer fields than the header"
                 )
                 raise InputError(
-                    f"{path}, row {rows} (line {reader.line_num}): {len(fields)} field(s) where the header has"
-                    f" {len(header)}: {problem}"
+                    f"{path}, row {rows} (line {start}): {len(fields)} field(s) where the header has"
+                    f" {len(header)}: {problem} (the row starts at byte {_line_byte(raw, start)})"
                 )
+            start = line + 1
     except csv.Error as e:
-        where = f"row {rows + 1} (line {reader.line_num})"
+        where = f"row {rows + 1} (line {start})"
+        at = f"(the row starts at byte {_line_byte(raw, start)})"
         if "unexpected end of data" in str(e) or "EOF" in str(e):
-            raise InputError(f"{path}, {where}: a quoted field is never closed: the file is truncated") from e
-        raise InputError(f"{path}, {where}: not valid CSV: {e}") from e
+            raise InputError(f"{path}, {where}: a quoted field is never closed: the file is truncated {at}") from e
+        raise InputError(f"{path}, {where}: not valid CSV: {e} {at}") from e
     return rows
+
+
+def _line_byte(raw: bytes, line: int) -> int:
+    """The byte where a line (1-based; lines end with b"\\n") of the file starts."""
+    at = 0
+    for _ in range(line - 1):
+        found = raw.find(b"\n", at)
+        if found < 0:
+            return len(raw)
+        at = found + 1
+    return at
 
 
 GZIP_MAGIC = b"\x1f\x8b"

@@ -10,6 +10,10 @@ hash-bucket rule, the payload and file format properties, and gzipped TFRecords 
 tf.Examples. It writes one shard per chunk of the input in input order (TFX's order is a
 shuffle), and skips TFX's reshuffle. Anything it does not cover (another output layout,
 files not on the local filesystem) runs TFX's own executor.
+
+Both engines read the column names by the span CSV header rule (core/csv_header.py), so a
+quoted header or a UTF-8 byte-order mark gives the names a plain header gives; TFX's own
+executor would keep the quotes and the mark in the names.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components.example_gen.settings import IngestSettings
-from core import machine
+from core import csv_header, machine
 from csv_engine import fast_csv
 
 logger = logging.getLogger(__name__)
@@ -104,6 +108,39 @@ def _why_not_fast(input_config, output_config, exec_properties, files: list[str]
     return None
 
 
+def _open_bytes(path: str):
+    return fileio.open(path, "rb")
+
+
+class _CsvToExample(csv_executor._CsvToExample):
+    """TFX's CSV-to-tf.Example transform with the column names of the span CSV header rule
+    (core/csv_header.py: quoted names, a UTF-8 byte-order mark), the fast engine's: TFX reads
+    them with `strip().split(",")`, keeping quotes and the mark in the names. The rest is
+    TFX's own: its record reader (which skips the header line), cell parser, type
+    inference and tf.Example conversion."""
+
+    def expand(self, pipeline):
+        import apache_beam as beam
+        from tfx_bsl.coders import csv_decoder
+
+        logger.info("Processing input csv data %s to TFExample.", self._csv_pattern)
+        csv_files = fileio.glob(self._csv_pattern)
+        if not csv_files:
+            raise RuntimeError(f"Split pattern {self._csv_pattern} does not match any files.")
+        column_names, _ = csv_header.split_columns(csv_files, _open_bytes)
+        parsed_csv_lines = (
+            pipeline
+            | "CreateFilenames" >> beam.Create(csv_files)
+            | "ReadFromText" >> beam.ParDo(csv_executor._ReadCsvRecordsFromTextFile())
+            | "ParseCSVLine" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=","))
+            | "ExtractParsedCSVLines" >> beam.Keys())
+        column_infos = beam.pvalue.AsSingleton(
+            parsed_csv_lines
+            | "InferColumnTypes" >> beam.CombineGlobally(
+                csv_decoder.ColumnTypeInferrer(column_names, skip_blank_lines=True)))
+        return parsed_csv_lines | "ToTFExample" >> beam.ParDo(csv_executor._ParsedCsvToTfExample(), column_infos)
+
+
 class Executor(csv_executor.Executor):
     """TFX's CSV executor, or the fast engine (`ingestion.engine`, default auto); either
     leaves the columns not ingested out of every example."""
@@ -111,9 +148,10 @@ class Executor(csv_executor.Executor):
     _not_ingested: list[str] = []
 
     def GetInputSourceToExamplePTransform(self):
-        """TFX's CSV-to-tf.Example transform, then the columns not ingested deleted: before
-        TFX hashes each example into its split, as the fast engine encodes without them."""
-        to_examples = super().GetInputSourceToExamplePTransform()
+        """TFX's CSV-to-tf.Example transform with the span CSV header rule's column names
+        (`_CsvToExample`), then the columns not ingested deleted: before TFX hashes each
+        example into its split, as the fast engine encodes without them."""
+        to_examples = _CsvToExample
         columns = frozenset(self._not_ingested)
         if not columns:
             return to_examples
