@@ -7,9 +7,13 @@ the line and the byte."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import glob
+import gzip
+import io
 import os
+import re
 
 import pytest
 import tensorflow as tf
@@ -149,6 +153,20 @@ def test_the_header_rule_reads_quoted_names_and_a_byte_order_mark():
         assert csv_header.parse_header(line) == line.decode().strip().split(","), line
 
 
+def test_tfx_keeps_header_quotes_and_the_byte_order_mark_in_its_names(months):
+    """Why TFX's own executor is not the reference for those files (its io_utils reads the
+    header with `strip().split(",")`), while ours gives the plain file's names."""
+    from tfx.utils import io_utils
+
+    plain = csv_header.read_header(str(months / dialects.PLAIN / "data.csv"))[0]
+    stock = {d: io_utils.load_csv_column_names(str(months / d / "data.csv")) for d in dialects.DIALECTS}
+    assert stock["quote_all"] == [f'"{name}"' for name in plain]
+    assert stock["bom"] == ["\ufeff" + plain[0], *plain[1:]]
+    assert {d for d, names in stock.items() if names == plain} == {dialects.PLAIN, "crlf", "no_final_line_end", "pandas"}
+    for d in dialects.DIALECTS:
+        assert csv_header.read_header(str(months / d / "data.csv"))[0] == plain, d
+
+
 # --- refusals: the file, the line and the byte --------------------------------------------------
 
 
@@ -261,3 +279,64 @@ def _line_start(data: bytes, line: int) -> int:
     for _ in range(line - 1):
         at = data.index(b"\n", at) + 1
     return at
+
+
+# --- the set-up guide's list -----------------------------------------------------------------
+
+GUIDE = os.path.join(REPO, "docs", "guides", "setup.md")
+_LITERAL = r"`(b'(?:[^'\\]|\\.)*')`"
+
+
+def _guide_examples() -> tuple[list[bytes], list[tuple[bytes, str]]]:
+    """The accepted files and the refused ones with their messages, from the guide's section."""
+    text = open(GUIDE, encoding="utf-8").read()
+    section = text.split("## What a span CSV may look like", 1)[1].split("\n## ", 1)[0]
+    accepted, refused = section.split("**Accepted**", 1)[1].split("**Refused**", 1)
+    return ([ast.literal_eval(m) for m in re.findall(_LITERAL, accepted)],
+            [(ast.literal_eval(m), message) for m, message in re.findall(_LITERAL + r":\s*`([^`]*)`", refused)])
+
+
+def _run_checks(root) -> None:
+    """What `retrain run` checks of span 201612's files before it writes anything."""
+    from core import spans
+
+    spans.resolve_span(str(root), 201612)
+    preflight.check_span_structure(spans.span_dir(str(root), 201612))
+
+
+def _span(root, data: bytes) -> str:
+    os.makedirs(root / "span-201612")
+    path = root / "span-201612" / "data.csv"
+    path.write_bytes(data)
+    return str(path)
+
+
+def _examples_bytes(path: str, out) -> bytes:
+    fast_csv.ingest([path], [str(out)], [1], workers=0)
+    return b"".join(gzip.decompress(open(f, "rb").read()) for f in sorted(glob.glob(os.path.join(out, "*"))))
+
+
+def test_the_guides_accepted_files_give_the_examples_of_their_cells_written_plainly(tmp_path):
+    accepted, _ = _guide_examples()
+    assert len(accepted) == 6
+    for i, data in enumerate(accepted):
+        root = tmp_path / str(i)
+        path = _span(root / "as-written", data)
+        _run_checks(root / "as-written")
+        cells = [row for row in csv.reader(io.StringIO(data.decode("utf-8-sig"), newline="")) if row]
+        plain = _span(root / "plain", dialects.write(dialects.PLAIN, cells[0], cells[1:]))
+        assert _examples_bytes(path, root / "out") == _examples_bytes(plain, root / "plain-out"), data
+        assert csv_header.read_header(path)[0] == ["fare", "company"], data
+
+
+def test_the_guides_refused_files_are_refused_with_the_message_it_shows(tmp_path):
+    from core.errors import BadInput
+
+    _, refused = _guide_examples()
+    assert len(refused) == 6
+    for i, (data, message) in enumerate(refused):
+        root = tmp_path / str(i)
+        _span(root, data)
+        with pytest.raises(BadInput) as e:
+            _run_checks(root)
+        assert str(e.value).replace(f"{root}{os.sep}", "") == message, data
