@@ -159,6 +159,43 @@ def test_first_run_backfills_trains_and_pushes(env, first_run):
     assert "Quality across groups: " in page and "Every feature earns its place: " in page
 
 
+def test_months_as_exporters_write_them_give_the_plain_months_examples_and_are_pushed(tmp_path):
+    """The three months of the first run as exporters write them (issue 58): a quoted header
+    and quoted cells (`csv.QUOTE_ALL`), a UTF-8 byte-order mark with CRLF line ends (Excel's
+    "CSV UTF-8"), and all of it at once. Each is ingested into the examples of the plain file,
+    the gate passes them and the candidate is pushed. A workdir of its own: its store and
+    served versions are its own."""
+    from csv_engine import fast_csv
+    from tests import dialects
+
+    env = _new_env(tmp_path)
+    expected = []
+    for span, dialect in zip(SPANS, ("quote_all", "excel_csv_utf8", "bom_quote_all_crlf")):
+        path = os.path.join(spans.span_dir(env["data"], span), "data.csv")
+        plain = str(tmp_path / f"plain-{span}.csv")
+        shutil.move(path, plain)
+        with open(plain, newline="", encoding="utf-8") as f:
+            header, *rows = list(csv.reader(f))
+        with open(path, "wb") as f:
+            f.write(dialects.write(dialect, header, rows))
+        # The plain month's examples, without the column the feature policy never ingests.
+        fast_csv.ingest([plain], [str(tmp_path / f"expected-{span}")], [1], workers=0, drop=[planted.COLUMN])
+        expected += _examples_under(str(tmp_path / f"expected-{span}"))
+    assert len(expected) == sum(len(planted.read_rows(span)[1]) for span in SPANS)
+    code, summary, stderr = retrain(env)
+    assert code == 0, stderr[-3000:]
+    assert summary["outcome"] == "pushed" and summary["backfilled_spans"] == [201610, 201611]
+    assert summary["data_gate"]["passed"]
+    examples_dir = os.path.join(layout.pipeline_root(env["work"], "taxi"), "CsvExampleGen", "examples")
+    assert sorted(_examples_under(examples_dir)) == sorted(expected)
+
+
+def _examples_under(folder: str) -> list[bytes]:
+    """The serialized examples of every gzipped TFRecord file under a folder."""
+    files = sorted(os.path.join(d, n) for d, _, names in os.walk(folder) for n in names if n.endswith(".gz"))
+    return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
 def test_the_pushed_version_and_its_report_are_signed_and_verify(env, first_run):
     summary = first_run["summary"]
     with open(summary["report_json"]) as f:
@@ -550,9 +587,10 @@ def _fingerprint(env) -> tuple:
         ("non_utf8_bytes", ["--span", "201805"], "not valid UTF-8"),
         ("binary_at_start", ["--span", "201806"], "line 1 (byte 0): not valid UTF-8"),
         ("nul_padding_at_end", ["--span", "201807"], "a NUL byte"),
+        ("semicolons", ["--span", "201808"], "line 1 (byte 21): the header 'pickup_community_area;fare;"),
     ],
     ids=["missing-folder", "unknown-span", "bad-span", "unreadable-csv", "schema-mismatch", "truncated", "ragged",
-         "non-utf8", "binary-header", "nul-padding"],
+         "non-utf8", "binary-header", "nul-padding", "another-delimiter"],
 )
 def test_bad_input_names_the_problem_and_touches_nothing(env, first_run, setup, args, message):
     path = None
@@ -564,6 +602,12 @@ def test_bad_input_names_the_problem_and_touches_nothing(env, first_run, setup, 
             f.write(b"\xff\xfe\x00\x01 not text")
     elif setup == "extra-column":
         spans.write_span(env["data"], 201802, ["colour"] + ["fare"], [["red", "1.0"]])
+    elif setup == "semicolons":  # a month exported with ';' as the delimiter: never read as one column
+        header, rows = corpus.read_rows(TAXI_DATA, 201612)
+        path = os.path.join(spans.span_dir(env["data"], 201808), "data.csv")
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f, delimiter=";", lineterminator="\n").writerows([header, *([r[h] for h in header] for r in rows)])
     before = _fingerprint(env)
     code, summary, stderr = retrain(env, *args)
     assert code == 2 and summary is None
