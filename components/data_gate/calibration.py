@@ -156,6 +156,8 @@ def calibrate(
             "observed": {"smallest_ratio": _round(low), "at": low_at, "largest_ratio": _round(high), "largest_at": high_at},
         },
         "opt_out": opt_out,
+        # A person's choice, kept across recalibrations (stop unless they chose report).
+        "columns": {"new": previous.columns_new if previous else "stop"},
         "features": out_features,
     }
 

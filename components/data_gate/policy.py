@@ -68,6 +68,8 @@ DEFAULT_VOLUME = (0.25, 4.0)
 # two-valued feature; 0.5 x 3.29 for the `linf` of two shares.
 NULL_K = {"ks": 1.95, "jsd": 1.95, "linf": 1.65}
 NULL_K_KS = NULL_K["ks"]
+# What `columns.new` may say (a missing column always stops).
+COLUMNS_NEW = ("stop", "report")
 # The level of the share tests (domains, consistency, the label's missing rows).
 DEFAULT_SHARE_ALPHA = 0.01
 
@@ -109,6 +111,10 @@ class GatePolicy:
     # The label's calibrated limits (components/data_gate/label.py).
     label: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     share_alpha: float = DEFAULT_SHARE_ALPHA
+    # What a column the source added (one not in the schema) gets: stop (the month stops as a
+    # structure change) or report (left out of the examples, named in the summary, the report
+    # and an alert). A missing column always stops (components/data_gate/columns.py).
+    columns_new: str = "stop"
 
     def limits(self, feature: str) -> FeatureLimits:
         return self.features.get(feature) or FeatureLimits(k=dict(DEFAULT_K), source="default")
@@ -143,6 +149,7 @@ class GatePolicy:
             },
             "opt_out": dict(sorted(self.opt_out.items())),
             "volume": {"min_ratio": self.min_ratio, "max_ratio": self.max_ratio},
+            "columns": {"new": self.columns_new},
             "calibration": dict(self.calibration),
             # Value sets as [value, first span] pairs: JSON keys would turn integer codes into text.
             "domains": {name: {**entry, **({"values": [[v, at] for v, at in entry["values"].items()]}
@@ -235,7 +242,7 @@ def from_dict(values: Mapping[str, Any], path: str = "<policy>") -> GatePolicy:
     if not isinstance(values, Mapping):
         raise PolicyError(f"{path}: expected a mapping")
     known = {"features", "opt_out", "volume", "calibration", "version", "domains", "domain_opt_out", "no_domain",
-             "consistency", "label", "share_alpha"}
+             "consistency", "label", "share_alpha", "columns"}
     unknown = sorted(set(values) - known)
     if unknown:
         raise PolicyError(f"{path}: unknown field(s) {', '.join(unknown)}")
@@ -271,7 +278,17 @@ def from_dict(values: Mapping[str, Any], path: str = "<policy>") -> GatePolicy:
     share_alpha = _number(f"{path}: share_alpha", values.get("share_alpha", DEFAULT_SHARE_ALPHA))
     if not 0.0 < share_alpha < 0.5:
         raise PolicyError(f"{path}: share_alpha: must be within (0, 0.5), got {share_alpha}")
+    columns = values.get("columns") or {}
+    if not isinstance(columns, Mapping):
+        raise PolicyError(f"{path}: columns: expected a mapping (new: stop | report)")
+    extra = sorted(set(columns) - {"new"})
+    if extra:
+        raise PolicyError(f"{path}: columns: unknown field(s) {', '.join(extra)} (known: new)")
+    columns_new = columns.get("new", "stop")
+    if columns_new not in COLUMNS_NEW:
+        raise PolicyError(f"{path}: columns.new: expected one of {', '.join(COLUMNS_NEW)}, got {columns_new!r}")
     return GatePolicy(
+        columns_new=columns_new,
         features=features,
         opt_out=opt_out,
         min_ratio=min_ratio,

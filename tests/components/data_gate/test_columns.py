@@ -1,0 +1,85 @@
+"""Upstream column changes (components/data_gate/columns.py): the `columns:` policy and the
+rename hint, on the embedded taxi months."""
+
+import csv
+import os
+import shutil
+
+import pytest
+
+from components.data_gate import columns
+from components.data_gate import policy as gate_policy
+from core import spans
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+TAXI = os.path.join(REPO, "data", "taxi")
+
+
+def _months(tmp_path, rename=None, add=None, last=201612):
+    """Two embedded months; the last one with a column renamed and/or one added."""
+    root = tmp_path / "data"
+    for span in (201611, last):
+        shutil.copytree(os.path.join(TAXI, f"span-{span}"), root / f"span-{span}")
+    path = root / f"span-{last}" / "data.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if rename:
+        rows[0] = [rename.get(c, c) for c in rows[0]]
+    if add:
+        name, values = add
+        rows = [rows[0] + [name]] + [r + [values(i)] for i, r in enumerate(rows[1:])]
+    with open(path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    return str(root), last
+
+
+def test_the_policy_block_defaults_to_stop_and_names_a_bad_value():
+    assert gate_policy.GatePolicy().columns_new == "stop"
+    assert gate_policy.from_dict({"columns": {"new": "report"}}).columns_new == "report"
+    assert gate_policy.from_dict(gate_policy.from_dict({"columns": {"new": "report"}}).to_json_dict()).columns_new == "report"
+    with pytest.raises(gate_policy.PolicyError, match=r"columns.new: expected one of stop, report, got 'ignore'"):
+        gate_policy.from_dict({"columns": {"new": "ignore"}}, "gate.yaml")
+    with pytest.raises(gate_policy.PolicyError, match=r"columns: unknown field\(s\) missing"):
+        gate_policy.from_dict({"columns": {"missing": "report"}}, "gate.yaml")
+
+
+def test_a_renamed_numeric_column_is_named_with_its_old_name(tmp_path):
+    root, span = _months(tmp_path, rename={"trip_miles": "trip_distance_miles"})
+    header = list(csv.reader(open(os.path.join(spans.span_dir(root, span), "data.csv"))))[0]
+    missing, new = columns.compare(header, list(csv.reader(open(os.path.join(TAXI, "span-201611", "data.csv"))))[0])
+    assert (missing, new) == (["trip_miles"], ["trip_distance_miles"])
+    [hint] = columns.rename_hints(root, span, "csv", missing, new, gate_policy.GatePolicy())
+    assert (hint.new, hint.missing, hint.kind, hint.measure, hint.history_span) == (
+        "trip_distance_miles", "trip_miles", "number", "ks", 201611)
+    assert hint.value <= hint.limit
+    text = columns.stop_message("data.csv", missing, new, gate_policy.GatePolicy(), [hint])
+    assert "missing column(s) trip_miles" in text and "'trip_distance_miles' looks like 'trip_miles' renamed" in text
+
+
+def test_a_renamed_text_column_is_matched_by_its_category_shares(tmp_path):
+    root, span = _months(tmp_path, rename={"payment_type": "payment_method"})
+    [hint] = columns.rename_hints(root, span, "csv", ["payment_type"], ["payment_method"], gate_policy.GatePolicy())
+    assert (hint.missing, hint.kind, hint.measure) == ("payment_type", "text", "linf")
+
+
+def test_a_different_column_in_place_of_a_missing_one_gets_no_hint(tmp_path):
+    # trip_miles gone, a new column of other numbers (seconds, not miles) and one of text.
+    root, span = _months(tmp_path, rename={"trip_miles": "wait_seconds"})
+    path = os.path.join(spans.span_dir(root, span), "data.csv")
+    rows = list(csv.reader(open(path, newline="")))
+    i = rows[0].index("wait_seconds")
+    for n, row in enumerate(rows[1:]):
+        row[i] = str(60 + 37 * n % 900)
+    csv.writer(open(path, "w", newline=""), lineterminator="\n").writerows(rows)
+    assert columns.rename_hints(root, span, "csv", ["trip_miles"], ["wait_seconds"], gate_policy.GatePolicy()) == []
+    text = columns.stop_message(path, ["trip_miles"], ["wait_seconds"], gate_policy.GatePolicy(), [])
+    assert text.endswith("missing column(s) trip_miles; column(s) not in the schema wait_seconds")
+
+
+def test_a_new_column_stops_under_stop_and_goes_on_under_report(tmp_path):
+    stop, report = gate_policy.GatePolicy(), gate_policy.from_dict({"columns": {"new": "report"}})
+    text = columns.stop_message("data.csv", [], ["surge"], stop, [])
+    assert "column(s) not in the schema surge" in text and "columns.new: report" in text
+    assert columns.stop_message("data.csv", [], ["surge"], report, []) is None
+    # A missing column stops whatever the policy says.
+    assert "missing column(s) fare" in columns.stop_message("data.csv", ["fare"], [], report, [])
