@@ -51,8 +51,9 @@ ROLLOUT_INCONCLUSIVE = "rollout_inconclusive"
 ROLLOUT_SRM = "rollout_srm"
 STALE = "stale"
 RUNTIME_CHANGED = "runtime_changed"
+NEW_COLUMNS = "new_columns"
 KINDS = (GATE_STOP, SKEW_STOP, REFUSED, TASK_FAILURE, DEADLINE_MISSED, PROMOTED, ROLLED_BACK, LIVE_FLOOR,
-         ROLLOUT_INCONCLUSIVE, ROLLOUT_SRM, STALE, RUNTIME_CHANGED)
+         ROLLOUT_INCONCLUSIVE, ROLLOUT_SRM, STALE, RUNTIME_CHANGED, NEW_COLUMNS)
 _TITLES = {
     GATE_STOP: "the data gate stopped the span",
     SKEW_STOP: "serving skew stopped the span (the served model's traffic differs from its training data)",
@@ -66,6 +67,7 @@ _TITLES = {
     ROLLOUT_SRM: "the canary's traffic share does not match the split (sample-ratio mismatch)",
     STALE: "the served model is stale (quality lost on new data, or too old)",
     RUNTIME_CHANGED: "a blessed candidate brings runtime package changes (its SBOM differs from the baseline's)",
+    NEW_COLUMNS: "the source added columns: left out of the examples (gate policy columns.new: report)",
 }
 ROLLOUT_KINDS = (PROMOTED, ROLLED_BACK, LIVE_FLOOR, ROLLOUT_INCONCLUSIVE, ROLLOUT_SRM)
 _REFUSALS = {

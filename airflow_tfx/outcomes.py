@@ -102,6 +102,12 @@ def summary(task, context: Any, run: CommandRun) -> Any:
         alerts.send(task.alert_settings, alerts.Alert(
             alerts.RUNTIME_CHANGED, task.retrain_pipeline, str(outcome.get("span") or task.span), ti.run_id,
             "; ".join(outcome["runtime_changed"]), ti.dag_id, ti.task_id), context, task.log)
+    if outcome.get("new_columns"):
+        ti = context["ti"]
+        alerts.send(task.alert_settings, alerts.Alert(
+            alerts.NEW_COLUMNS, task.retrain_pipeline, str(outcome.get("span") or task.span), ti.run_id,
+            f"not in the schema, left out of the examples: {', '.join(outcome['new_columns'])}", ti.dag_id,
+            ti.task_id), context, task.log)
     _fail_unless_ok(run)
     return outcome
 

@@ -23,6 +23,9 @@ SPAN_DIR_PREFIX = "span-"
 # The file pattern of a span's files, per example format.
 FILE_SUFFIXES = {"csv": ".csv", "tfrecord": ".tfrecord.gz"}
 SPAN_GLOB = SPAN_DIR_PREFIX + "{SPAN}/*.csv"
+# The Examples artifact's property listing the columns the source added that ExampleGen left
+# out (the gate policy's `columns.new: report`; components/data_gate/columns.py), as JSON.
+NEW_COLUMNS_PROPERTY = "new_columns"
 
 
 def span_glob(example_format: str = "csv") -> str:

@@ -499,6 +499,9 @@ def render(r: dict) -> str:
     out.append("<h2>Data</h2>" + _table([
         ("span ingested", _e(data.get("span"))),
         ("rows", _e(", ".join(f"{k} {v}" for k, v in (data.get("rows") or {}).items()))),
+        ("new columns (left out)", f'<span class=bad>{_e(", ".join(data["new_columns"]))}</span>: the source added'
+         ' them; not in the schema, so not ingested (gate policy columns.new: report)' if data.get("new_columns")
+         else '<span class="muted">none</span>'),
         ("training window", _e(", ".join(str(w["span"]) for w in window)) or '<span class="muted">not reached</span>'),
         ("schema", f"<code>{_e(schema.get('path'))}</code><br>sha256 <code>{_e(schema.get('sha256'))}</code>"),
         ("statistics", f"<code>{_e(data.get('statistics_uri'))}</code>"),

@@ -533,7 +533,9 @@ def read(store, pipeline: str, pipeline_root: str, run_id: str,
     gen = next((nodes[k] for k in N.EXAMPLE_GENS if k in nodes), None)
     examples = gen.output("examples") if gen else None
     if examples is not None:
-        r.data.update(span=props(examples).get("span"), examples_uri=examples.uri)
+        r.data.update(span=props(examples).get("span"), examples_uri=examples.uri,
+                      # Columns the source added, left out under the gate policy's columns.new: report.
+                      new_columns=json.loads(props(examples).get(span_lib.NEW_COLUMNS_PROPERTY) or "[]"))
     stats = nodes.get(N.STATISTICS_GEN)
     stats_artifact = stats.output("statistics") if stats else None
     if stats_artifact is not None:

@@ -65,6 +65,8 @@ def build_summary(record: RunRecord) -> dict:
                      **({"analyzer_cache": v["analyzer_cache"]} if "analyzer_cache" in v else {})}
                  for k, v in record.beam.items()},
         "rows": record.data.get("rows"),
+        # Columns the source added, left out of the examples (gate policy columns.new: report).
+        "new_columns": record.data.get("new_columns") or None,
         "window_spans": sorted(w["span"] for w in window) if window else None,
         "data_gate": {**{k: gate.get(k) for k in _GATE_KEYS}, "row_checks": record_lib.row_check_list(gate)}
         if gate else None,
@@ -128,6 +130,9 @@ def format_summary(summary: dict) -> str:
                        f" {len(policy['logged_hashed'])} hashed in request logs"
                      + (f", {len(policy['not_ingested'])} never stored ({', '.join(policy['not_ingested'])})"
                         if policy.get("not_ingested") else ""))
+    if summary.get("new_columns"):
+        lines.append(f"  new columns      {', '.join(summary['new_columns'])}: not in the schema, left out of the"
+                     " examples (gate policy columns.new: report)")
     if summary["rows"]:
         lines.append(
             "  rows             " + ", ".join(f"{k} {v}" for k, v in summary["rows"].items())

@@ -1,6 +1,6 @@
 """A stand-in for `retrain summary --outcome-line`: the human summary, then the outcome line.
 
-    fake_summary.py OUTCOME [stale|runtime] [ignored retrain arguments...]
+    fake_summary.py OUTCOME [stale|runtime|new_columns] [ignored retrain arguments...]
 """
 
 import json
@@ -16,5 +16,6 @@ print(json.dumps({"pipeline": "taxi", "run_id": "r1", "span": 201304, "outcome":
                   "stale": ["the served model is 9 spans old, older than max_age_spans 6"]
                   if sys.argv[2:3] == ["stale"] else None,
                   "runtime_changed": ["tensorflow 2.16.1 -> 2.16.2", "+ zstd 1.5"]
-                  if sys.argv[2:3] == ["runtime"] else None}), flush=True)
+                  if sys.argv[2:3] == ["runtime"] else None,
+                  "new_columns": ["surge_multiplier"] if sys.argv[2:3] == ["new_columns"] else None}), flush=True)
 sys.exit(outcomes.exit_code(name))

@@ -189,6 +189,14 @@ def test_run_summary_mails_a_stale_served_model_even_when_the_candidate_was_push
     _assert_alert(message, 201304, "the served model is 9 spans old, older than max_age_spans 6", "run_summary")
 
 
+def test_run_summary_mails_the_columns_the_source_added_and_the_run_left_out(inbox):
+    out = _summary_task(outcomes.PUSHED, "new_columns").execute(_context_for_summary())
+    assert out["outcome"] == outcomes.PUSHED and out["new_columns"] == ["surge_multiplier"]
+    [message] = inbox.messages
+    assert "the source added columns" in message["subject"]
+    _assert_alert(message, 201304, "not in the schema, left out of the examples: surge_multiplier", "run_summary")
+
+
 def test_run_summary_mails_the_runtime_changes_a_blessed_candidate_brings(inbox):
     out = _summary_task(outcomes.PUSHED, "runtime").execute(_context_for_summary())
     assert out["outcome"] == outcomes.PUSHED and out["runtime_changed"][0] == "tensorflow 2.16.1 -> 2.16.2"
