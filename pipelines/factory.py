@@ -219,8 +219,12 @@ def ingest_and_validate(config: PipelineConfig) -> IngestStage:
     # CSV goes through the fast ingestion engine by default (components/example_gen: the
     # same examples, splits and properties as TFX's Beam executor, on every core).
     if config.example_format == "csv":
+        # Under the gate policy's columns.new: report, a column the source added is left out
+        # (the preflight let the run start; components/data_gate/columns.py).
+        schema_columns = (config_lib.schema_features(config.schema_path)
+                          if config_lib.load_gate_policy(config).columns_new == "report" else None)
         example_gen_class = functools.partial(CsvExampleGen, ingest=config.ingest_settings,
-                                              not_ingested=config.not_ingested)
+                                              not_ingested=config.not_ingested, schema_columns=schema_columns)
     else:
         example_gen_class = tfx.components.ImportExampleGen
     example_gen = example_gen_class(

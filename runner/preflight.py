@@ -37,27 +37,39 @@ def load_schema(path: str) -> schema_pb2.Schema:
         raise InputError(f"schema {path} is not a valid Schema text proto: {e}") from e
 
 
-def check_header(span_folder: str, schema: schema_pb2.Schema) -> None:
-    """The CSV columns must be exactly the schema's features.
+def check_header(span_folder: str, schema: schema_pb2.Schema, policy=None) -> list[str]:
+    """The CSV columns must be the schema's features: a missing one always stops; a new one
+    (the source added it) stops unless the gate policy says `columns.new: report`
+    (components/data_gate/columns.py). Returns the new columns a run leaves out.
 
     Raises:
-      InputError: naming missing and unexpected columns.
+      InputError: naming missing and unexpected columns, and a new column that looks like a
+        missing one renamed.
     """
-    expected = {f.name for f in schema.feature}
+    from components.data_gate import columns
+    from components.data_gate import policy as gate_policy
+
+    policy = policy or gate_policy.GatePolicy()
+    expected = [f.name for f in schema.feature]
+    added: list[str] = []
     for name in sorted(os.listdir(span_folder)):
         if not name.endswith(".csv"):
             continue
         path = os.path.join(span_folder, name)
-        header = _header(path)
-        missing = sorted(expected - set(header))
-        extra = sorted(set(header) - expected)
-        if missing or extra:
-            parts = []
-            if missing:
-                parts.append(f"missing column(s) {', '.join(missing)}")
-            if extra:
-                parts.append(f"column(s) not in the schema {', '.join(extra)}")
-            raise InputError(f"{path} does not match the schema: {'; '.join(parts)}")
+        missing, new = columns.compare(_header(path), expected)
+        hints = []
+        if missing and new:
+            folder = os.path.abspath(span_folder)
+            try:
+                span = spans.parse_span(os.path.basename(folder).removeprefix(spans.SPAN_DIR_PREFIX))
+                hints = columns.rename_hints(os.path.dirname(folder), span, "csv", missing, new, policy)
+            except (spans.SpanError, csv_header.CsvInputError):
+                hints = []  # not a span folder, or an earlier span unreadable: no hint, the stop stands
+        problem = columns.stop_message(path, missing, new, policy, hints)
+        if problem:
+            raise InputError(problem)
+        added.extend(c for c in new if c not in added)
+    return added
 
 
 def _header(path: str) -> list[str]:
@@ -287,8 +299,10 @@ def check_span_structure(folder: str, example_format: str = "csv") -> None:
             check(os.path.join(folder, name))
 
 
-def check_run_inputs(data_root: str, span: int | None, schema_path: str, example_format: str = "csv") -> int:
-    """Validates data folder, span, data files and schema; returns the concrete span.
+def check_run_inputs(data_root: str, span: int | None, schema_path: str, example_format: str = "csv",
+                     policy=None) -> int:
+    """Validates data folder, span, data files and schema (columns as the gate policy says:
+    `check_header`); returns the concrete span.
 
     Raises:
       InputError: the first problem found.
@@ -297,19 +311,20 @@ def check_run_inputs(data_root: str, span: int | None, schema_path: str, example
         resolved = spans.resolve_span(data_root, span, example_format)
     except spans.SpanError as e:
         raise InputError(str(e)) from e
-    check_span_files(spans.span_dir(data_root, resolved), schema_path, example_format)
+    check_span_files(spans.span_dir(data_root, resolved), schema_path, example_format, policy)
     return resolved
 
 
-def check_span_files(folder: str, schema_path: str, example_format: str = "csv") -> None:
-    """A span folder's files match the schema and read whole.
+def check_span_files(folder: str, schema_path: str, example_format: str = "csv", policy=None) -> list[str]:
+    """A span folder's files match the schema (new columns as the gate policy says) and read
+    whole; returns the new columns a run leaves out (gate policy columns.new: report).
 
     Raises:
       InputError: the first problem found, naming the file (and row).
     """
     if example_format == "csv":
         check_span_structure(folder)  # first: it names the row of a byte that is not UTF-8
-        check_header(folder, load_schema(schema_path))
-    else:
-        check_span_structure(folder, example_format)  # first: every frame and record reads
-        check_example_features(folder, load_schema(schema_path))
+        return check_header(folder, load_schema(schema_path), policy)
+    check_span_structure(folder, example_format)  # first: every frame and record reads
+    check_example_features(folder, load_schema(schema_path))
+    return []

@@ -48,7 +48,8 @@ def load_config(config_path: str, overrides: Mapping[str, Any], span: str | int 
     except spans.SpanError as e:
         raise preflight.InputError(str(e)) from e
     config = config_lib.load(config_path, overrides)
-    resolved = preflight.check_run_inputs(config.data_root, wanted, config.schema_path, config.example_format)
+    resolved = preflight.check_run_inputs(config.data_root, wanted, config.schema_path, config.example_format,
+                                          config_lib.load_gate_policy(config))
     from governance import quarantine
 
     held = quarantine.quarantined_spans(config.metadata_store, config.pipeline_name).get(resolved)
@@ -132,7 +133,7 @@ def backfill(
         try:
             spans.resolve_span(config.data_root, earlier, config.example_format)
             preflight.check_span_files(spans.span_dir(config.data_root, earlier), config.schema_path,
-                                       config.example_format)
+                                       config.example_format, config_lib.load_gate_policy(config))
         except (spans.SpanError, preflight.InputError) as e:
             log(f"backfill: span {earlier} left out of the window: bad input: {e}")
             continue

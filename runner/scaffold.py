@@ -754,22 +754,24 @@ def write(p: Plan, compile_template: Callable[[str, str], None], progress: Calla
         config_rel = os.path.join("pipelines", p.name, "config.yaml")
         config_path = os.path.join(p.root, config_rel)
         written = list(generated)
+        import yaml
+
+        # The gate policy, seeded with a person's decisions that calibration keeps: the drift
+        # opt-outs, and columns.new: report (a column a foreign source adds is left out, named
+        # in the summary and an alert, instead of stopping the month; components/data_gate/columns.py).
+        gate = os.path.join(p.root, "schemas", p.name, "gate.yaml")
+        opt_out = drift_opt_outs(p.span_consistency)
+        seed = {"version": 1, "columns": {"new": "report"}, **({"opt_out": opt_out} if opt_out else {})}
+        writer.write(os.path.relpath(gate, p.root), yaml.safe_dump(seed, sort_keys=False, width=100))
+        writer.write(config_rel, generated[config_rel].replace(
+            "preprocessing_fn:", f"gate_policy: ../../schemas/{p.name}/gate.yaml\npreprocessing_fn:", 1))
+        written.append(os.path.relpath(gate, p.root))
         if len(p.span_numbers) >= 2:
             progress(f"calibrating the data gate on the history of {len(p.span_numbers)} spans")
-            gate = os.path.join(p.root, "schemas", p.name, "gate.yaml")
             config = config_lib.load(config_path)
-            opt_out = drift_opt_outs(p.span_consistency)
-            if opt_out:  # a person's decisions, as calibration keeps them: written first
-                import yaml
-
-                writer.created.append(gate)
-                files.write_text(gate, yaml.safe_dump({"version": 1, "opt_out": opt_out}, sort_keys=False, width=100))
             result = schema_tools.calibrate_gate(config, p.span_numbers, gate, progress=progress)
-            writer.created += [result["policy"], result["table"]]
-            text = generated[config_rel].replace(
-                "preprocessing_fn:", f"gate_policy: ../../schemas/{p.name}/gate.yaml\npreprocessing_fn:", 1)
-            writer.write(config_rel, text)
-            written += [os.path.relpath(result["policy"], p.root), os.path.relpath(result["table"], p.root)]
+            writer.created.append(result["table"])
+            written.append(os.path.relpath(result["table"], p.root))
         config_lib.load(config_path)  # what was written must load
         progress("compiling the DAG template")
         template = p.targets["template"]

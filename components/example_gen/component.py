@@ -18,13 +18,16 @@ class CsvExampleGen(tfx.components.CsvExampleGen):
       input_base, input_config, output_config, range_config: as TFX's CsvExampleGen.
       ingest: the engine, workers and gzip level (IngestSettings).
       not_ingested: columns left out of every example (the feature policy's `ingest: drop`).
+      schema_columns: with the gate policy's `columns.new: report`, the schema's columns: any
+        other column a span's files have (one the source added) is left out of its examples
+        and listed on the Examples artifact (`new_columns`); None: every column is ingested.
     """
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
     def __init__(self, input_base: str, input_config, output_config, range_config, ingest: IngestSettings,
-                 not_ingested: list[str] | tuple[str, ...] = ()):
+                 not_ingested: list[str] | tuple[str, ...] = (), schema_columns: list[str] | None = None):
         # TFX's CsvExampleGen takes no custom_config; its base, FileBasedExampleGen, does.
         example_gen_component.FileBasedExampleGen.__init__(
             self, input_base=input_base, input_config=input_config, output_config=output_config,
-            range_config=range_config, custom_config=executor.custom_config(ingest, not_ingested))
+            range_config=range_config, custom_config=executor.custom_config(ingest, not_ingested, schema_columns))

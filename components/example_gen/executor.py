@@ -18,6 +18,7 @@ executor would keep the quotes and the mark in the names.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
@@ -32,7 +33,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components.example_gen.settings import IngestSettings
-from core import csv_header, machine
+from core import csv_header, machine, spans
 from csv_engine import fast_csv
 
 logger = logging.getLogger(__name__)
@@ -40,14 +41,20 @@ logger = logging.getLogger(__name__)
 
 # The custom_config key of the columns left out (the feature policy's `ingest: drop`).
 NOT_INGESTED_KEY = "not_ingested"
+# The custom_config key of the schema's columns, set under the gate policy's `columns.new:
+# report`: a column of the files outside it (the source added it) is left out and listed.
+SCHEMA_COLUMNS_KEY = "schema_columns"
 
 
-def custom_config(settings: IngestSettings, not_ingested: list[str] | tuple[str, ...] = ()) -> example_gen_pb2.CustomConfig:
-    """The settings and the columns not ingested as CsvExampleGen's `custom_config` (what this
-    executor reads)."""
+def custom_config(settings: IngestSettings, not_ingested: list[str] | tuple[str, ...] = (),
+                  schema_columns: list[str] | None = None) -> example_gen_pb2.CustomConfig:
+    """The settings, the columns not ingested and (columns.new: report) the schema's columns as
+    CsvExampleGen's `custom_config` (what this executor reads)."""
     values = settings.to_dict()
     if not_ingested:
         values[NOT_INGESTED_KEY] = sorted(not_ingested)
+    if schema_columns is not None:
+        values[SCHEMA_COLUMNS_KEY] = sorted(schema_columns)
     config = example_gen_pb2.CustomConfig()
     config.custom_config.Pack(json_format.ParseDict(values, struct_pb2.Struct()))
     return config
@@ -67,6 +74,7 @@ def _custom_values(exec_properties: dict[str, Any]) -> dict[str, Any]:
 def settings_from(exec_properties: dict[str, Any]) -> IngestSettings:
     plain = _custom_values(exec_properties)
     plain.pop(NOT_INGESTED_KEY, None)
+    plain.pop(SCHEMA_COLUMNS_KEY, None)
     # Struct numbers are doubles.
     return IngestSettings.from_dict({k: int(v) if isinstance(v, float) else v for k, v in plain.items()})
 
@@ -74,6 +82,16 @@ def settings_from(exec_properties: dict[str, Any]) -> IngestSettings:
 def not_ingested_from(exec_properties: dict[str, Any]) -> list[str]:
     """The columns left out of the examples."""
     return [str(c) for c in _custom_values(exec_properties).get(NOT_INGESTED_KEY) or []]
+
+
+def new_columns(exec_properties: dict[str, Any], files: list[str]) -> list[str]:
+    """The files' columns outside the schema's, in header order, when the custom_config lists
+    the schema's columns (gate policy columns.new: report); else none."""
+    known = _custom_values(exec_properties).get(SCHEMA_COLUMNS_KEY)
+    if known is None or not files:
+        return []
+    header = csv_header.read_header(files[0], opener=lambda path: fileio.open(path, "rb"))[0]
+    return [c for c in dict.fromkeys(header) if c not in set(known)]
 
 
 def _without(example, columns: frozenset):
@@ -176,6 +194,14 @@ class Executor(csv_executor.Executor):
         pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY],
                                input_config.splits[0].pattern) if input_config.splits else ""
         files = sorted(fileio.glob(pattern)) if pattern else []
+        added = new_columns(exec_properties, files)
+        if added:
+            # The gate policy's columns.new: report: the source added them; left out and listed.
+            logger.warning("Columns not in the schema, left out of the examples (gate policy columns.new: report): %s",
+                           ", ".join(added))
+            self._not_ingested = list(dict.fromkeys([*self._not_ingested, *added]))
+        examples_artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        examples_artifact.set_string_custom_property(spans.NEW_COLUMNS_PROPERTY, json.dumps(added))
         reason = _why_not_fast(input_config, output_config, exec_properties, files)
         if settings.engine == "beam" or reason:
             if reason and settings.engine == "fast":

@@ -190,6 +190,35 @@ def test_months_as_exporters_write_them_give_the_plain_months_examples_and_are_p
     assert sorted(_examples_under(examples_dir)) == sorted(expected)
 
 
+def test_a_column_the_source_added_is_left_out_named_and_the_month_pushed_under_report(tmp_path):
+    """Gate policy columns.new: report: December arrives with a column the schema lacks. The run
+    goes on without it (no example holds it), the summary, the report and the Examples artifact
+    name it, and the candidate is pushed. Under the shipped policy (stop) the same month stops."""
+    env = _new_env(tmp_path)
+    path = os.path.join(spans.span_dir(env["data"], 201612), "data.csv")
+    with open(path, newline="", encoding="utf-8") as f:
+        header, *rows = list(csv.reader(f))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, lineterminator="\n").writerows([header + ["surge_multiplier"]]
+                                                     + [r + [f"{1 + (i % 4) / 4:.2f}"] for i, r in enumerate(rows)])
+    code, summary, stderr = retrain(env)
+    assert code == 2 and "column(s) not in the schema surge_multiplier" in stderr and "columns.new: report" in stderr
+    with open(os.path.join(REPO, "schemas", "taxi", "gate.yaml")) as f:
+        policy = yaml.safe_load(f)
+    policy["columns"] = {"new": "report"}
+    (tmp_path / "gate.yaml").write_text(yaml.safe_dump(policy))
+    config = _config(env, tmp_path / "report.yaml", gate_policy=str(tmp_path / "gate.yaml"))
+    code, summary, stderr = retrain(env, config=config)
+    assert code == 0, stderr[-3000:]
+    assert summary["outcome"] == "pushed" and summary["new_columns"] == ["surge_multiplier"]
+    assert summary["data_gate"]["passed"]
+    examples_dir = os.path.join(layout.pipeline_root(env["work"], "taxi"), "CsvExampleGen", "examples")
+    found = {k for e in _examples_under(examples_dir) for k in tf.train.Example.FromString(e).features.feature}
+    assert found and "surge_multiplier" not in found
+    with open(summary["report"], encoding="utf-8") as f:
+        assert "surge_multiplier" in f.read()
+
+
 def _examples_under(folder: str) -> list[bytes]:
     """The serialized examples of every gzipped TFRecord file under a folder."""
     files = sorted(os.path.join(d, n) for d, _, names in os.walk(folder) for n in names if n.endswith(".gz"))
@@ -588,9 +617,10 @@ def _fingerprint(env) -> tuple:
         ("binary_at_start", ["--span", "201806"], "line 1 (byte 0): not valid UTF-8"),
         ("nul_padding_at_end", ["--span", "201807"], "a NUL byte"),
         ("semicolons", ["--span", "201808"], "line 1 (byte 21): the header 'pickup_community_area;fare;"),
+        ("renamed-column", ["--span", "201809"], "'trip_distance' looks like 'trip_miles' renamed"),
     ],
     ids=["missing-folder", "unknown-span", "bad-span", "unreadable-csv", "schema-mismatch", "truncated", "ragged",
-         "non-utf8", "binary-header", "nul-padding", "another-delimiter"],
+         "non-utf8", "binary-header", "nul-padding", "another-delimiter", "renamed-column"],
 )
 def test_bad_input_names_the_problem_and_touches_nothing(env, first_run, setup, args, message):
     path = None
@@ -608,6 +638,11 @@ def test_bad_input_names_the_problem_and_touches_nothing(env, first_run, setup, 
         os.makedirs(os.path.dirname(path))
         with open(path, "w", newline="", encoding="utf-8") as f:
             csv.writer(f, delimiter=";", lineterminator="\n").writerows([header, *([r[h] for h in header] for r in rows)])
+    elif setup == "renamed-column":  # upstream renamed trip_miles: stopped, with the hint naming both
+        header, rows = planted.read_rows(201612)
+        rows = corpus.move_to_span(rows, 201809)
+        spans.write_span(env["data"], 201809, ["trip_distance" if h == "trip_miles" else h for h in header],
+                         [[r[h] for h in header] for r in rows])
     before = _fingerprint(env)
     code, summary, stderr = retrain(env, *args)
     assert code == 2 and summary is None

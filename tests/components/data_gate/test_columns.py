@@ -83,3 +83,19 @@ def test_a_new_column_stops_under_stop_and_goes_on_under_report(tmp_path):
     assert columns.stop_message("data.csv", [], ["surge"], report, []) is None
     # A missing column stops whatever the policy says.
     assert "missing column(s) fare" in columns.stop_message("data.csv", ["fare"], [], report, [])
+
+
+def test_the_run_checks_apply_the_policy_to_a_span_folder(tmp_path):
+    from runner import preflight
+
+    schema = os.path.join(REPO, "schemas", "taxi", "schema.pbtxt")
+    root, span = _months(tmp_path, add=("surge_multiplier", lambda i: f"{1 + i % 3}"))
+    folder = spans.span_dir(root, span)
+    with pytest.raises(preflight.InputError, match=r"column\(s\) not in the schema surge_multiplier\. The gate policy"):
+        preflight.check_span_files(folder, schema)
+    report = gate_policy.from_dict({"columns": {"new": "report"}})
+    assert preflight.check_span_files(folder, schema, "csv", report) == ["surge_multiplier"]
+    assert preflight.check_span_files(spans.span_dir(root, 201611), schema, "csv", report) == []
+    renamed_root, renamed = _months(tmp_path / "renamed", rename={"fare": "fare_usd"})
+    with pytest.raises(preflight.InputError, match=r"'fare_usd' looks like 'fare' renamed: .* in span 201611"):
+        preflight.check_span_files(spans.span_dir(renamed_root, renamed), schema, "csv", report)
