@@ -17,7 +17,8 @@ import os
 import sys
 
 FILENAME = "retrain-runtime.cdx.json"
-KEY_PACKAGES = ("tensorflow", "tfx", "apache-beam", "tensorflow-model-analysis", "tensorflow-data-validation")
+KEY_PACKAGES = ("python", "tensorflow", "tfx", "apache-beam", "tensorflow-model-analysis",
+                "tensorflow-data-validation", "glibc")
 
 
 # Where the runtime's SBOM is when not in the environment itself (a runtime image that
@@ -61,6 +62,49 @@ def _describe(sbom_path: str) -> dict | None:
         "components": len(components),
         "versions": dict(sorted(versions.items())),
     }
+
+
+def platform_components(os_release: str = "/etc/os-release") -> list[dict]:
+    """CycloneDX components for what runs the packages and is no package itself: the Python
+    interpreter (`platform`), the C library (glibc) and the operating system. `cyclonedx-py
+    environment` lists only the installed distributions, so without these an SBOM could not
+    say that a model was built by Python 3.13 on a Debian 13 root."""
+    import platform
+
+    python = platform.python_version()
+    out = [{"bom-ref": f"platform:python@{python}", "type": "platform", "name": "python", "version": python,
+            "description": f"{platform.python_implementation()} interpreter ({sys.executable})",
+            "purl": f"pkg:generic/python@{python}"}]
+    libc, libc_version = platform.libc_ver()
+    if libc == "glibc" and libc_version:
+        out.append({"bom-ref": f"platform:glibc@{libc_version}", "type": "library", "name": "glibc",
+                    "version": libc_version, "purl": f"pkg:generic/glibc@{libc_version}"})
+    try:
+        with open(os_release, encoding="utf-8") as f:
+            release = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    except OSError:
+        release = {}
+    name = release.get("ID", "").strip('"')
+    version = (release.get("VERSION_ID") or "").strip('"')
+    if name and version:
+        out.append({"bom-ref": f"platform:{name}@{version}", "type": "operating-system", "name": name,
+                    "version": version, "description": release.get("PRETTY_NAME", "").strip('"')})
+    return out
+
+
+def add_platform(sbom_path: str) -> list[dict]:
+    """Adds `platform_components()` to an SBOM file (replacing earlier ones: idempotent); what
+    was added."""
+    with open(sbom_path, encoding="utf-8") as f:
+        doc = json.load(f)
+    added = platform_components()
+    refs = {c["bom-ref"].split("@")[0] for c in added}
+    doc["components"] = [c for c in doc.get("components", [])
+                         if str(c.get("bom-ref", "")).split("@")[0] not in refs] + added
+    from core.files import write_text
+
+    write_text(sbom_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return added
 
 
 def _canonical(name: str) -> str:
@@ -162,3 +206,10 @@ def compare_models(candidate_dir: str, baseline_dir: str | None, baseline_versio
     out["reason"] = (f"{n} package change{'s' if n != 1 else ''} since the baseline: " + "; ".join(out["lines"][:8])
                      + (f"; and {n - 8} more" if n > 8 else "")) if n else "the same runtime as the baseline"
     return out
+
+
+if __name__ == "__main__":  # runtime/install.sh: python -m core.sbom add-platform FILE
+    if sys.argv[1:2] != ["add-platform"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m core.sbom add-platform SBOM.cdx.json")
+    for component in add_platform(sys.argv[2]):
+        print(f"sbom: + {component['name']} {component['version']}")

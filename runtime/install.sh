@@ -77,6 +77,8 @@ project() {
     -o "$venv/retrain-runtime.cdx.json" "$py" & local sbom=$!
   "$py" -W ignore::SyntaxWarning -m compileall -q -j 0 "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
   wait "$sbom"
+  # The interpreter, glibc and the OS are no Python distributions: added so the SBOM names them.
+  "$py" -m core.sbom add-platform "$venv/retrain-runtime.cdx.json" >/dev/null
 }
 
 case "${1:-}" in

@@ -25,6 +25,23 @@ def test_the_environment_sbom_lists_the_pinned_versions():
     assert "serialNumber" not in doc  # reproducible: the digest changes only with the packages
     values = sbom.mlmd_values(info)
     assert values["runtime_sbom_sha256"] == info["sha256"] and "tensorflow==" in values["runtime_versions"]
+    # The stack that runs the packages, added by set-up (runtime/install.sh): this interpreter
+    # and this C library, so a report names Python 3.13 and the glibc of the Debian 13 root.
+    import platform
+
+    assert info["versions"]["python"] == platform.python_version()
+    assert info["versions"]["glibc"] == platform.libc_ver()[1]
+
+
+def test_adding_the_platform_is_idempotent_and_keeps_the_packages(tmp_path):
+    path = tmp_path / "x.cdx.json"
+    path.write_text(json.dumps({"specVersion": "1.6", "components": [{"name": "tensorflow", "version": "2.21.0"}]}))
+    sbom.add_platform(str(path))
+    once = path.read_text()
+    sbom.add_platform(str(path))
+    assert path.read_text() == once
+    names = [c["name"] for c in json.loads(once)["components"]]
+    assert names[0] == "tensorflow" and names.count("python") == 1 and "glibc" in names
 
 
 def test_no_sbom_records_nothing(tmp_path):
