@@ -178,16 +178,39 @@ def _redact_errors(r: RunRecord) -> None:
 
 
 def redact_anomalies(report: dict, policy: dict | None) -> dict:
-    """A gate or skew report with the TFDV descriptions of sensitive features' anomalies
-    withheld (they quote unexpected values)."""
+    """A gate or skew report with what quotes sensitive features' values withheld: the TFDV
+    descriptions of their anomalies (unexpected values), and their row checks' descriptions,
+    examples and value sets (a domain check lists the values seen in the history)."""
     sensitive = (policy or {}).get("sensitive") or {}
-    if not sensitive or not report.get("anomalies"):
+    if not sensitive:
         return report
-    anomalies = [a if a.get("feature") not in sensitive else
-                 {**a, "reasons": [{**x, "description": f"withheld: {a['feature']} is {sensitive[a['feature']]}"
-                                                        " (feature policy)"} for x in a.get("reasons") or []]}
-                 for a in report["anomalies"]]
-    return {**report, "anomalies": anomalies}
+    out = dict(report)
+    if report.get("anomalies"):
+        out["anomalies"] = [a if a.get("feature") not in sensitive else
+                            {**a, "reasons": [{**x, "description": _withheld(a["feature"], sensitive)}
+                                              for x in a.get("reasons") or []]}
+                            for a in report["anomalies"]]
+    rows = report.get("row_checks")
+    if rows:
+        def check(c: dict) -> dict:
+            if c.get("feature") not in sensitive:
+                return c
+            counted = (f"{c['outside']} of {c['checked']} values outside the domain; " if "outside" in c else "")
+            return {**c, "description": f"{c['feature']}: {counted}{_withheld(c['feature'], sensitive)}",
+                    "examples": []}
+
+        rows = {**rows, **{k: [check(c) for c in rows[k]] for k in ("domains", "consistency") if rows.get(k)}}
+        if (rows.get("label") or {}).get("checks"):
+            rows["label"] = {**rows["label"], "checks": [check(c) for c in rows["label"]["checks"]]}
+        for k in ("accepted_values", "mistyped"):
+            if rows.get(k):
+                rows[k] = {f: (_withheld(f, sensitive) if f in sensitive else v) for f, v in rows[k].items()}
+        out["row_checks"] = rows
+    return out
+
+
+def _withheld(feature: str, sensitive: dict) -> str:
+    return f"values withheld: {feature} is {sensitive[feature]} (feature policy)"
 
 
 def feature_summary(dataset) -> list[dict]:

@@ -3,6 +3,7 @@ every outcome, because they all read `governance.record` (in-process, temp SQLit
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -204,6 +205,25 @@ def test_the_models_view_document_is_strict_json_where_a_rate_is_undefined():
 
     doc = json.loads(text, parse_constant=refuse)
     assert doc["slices"]["payment_type=Cash"]["fnr"] == {"candidate": None, "interval": [None, 1.0]}
+
+
+def test_a_sensitive_features_domain_check_lists_no_value_in_the_report():
+    # The gate's domain check of a census tract names the values the history holds.
+    gate = {"anomalies": [], "row_checks": {
+        "domains": [{"check": "domain", "feature": "pickup_census_tract", "checked": 70, "outside": 1,
+                     "description": "pickup_census_tract: 1 of 70 values never seen (17031081401)",
+                     "examples": ["17031980000"]},
+                    {"check": "domain", "feature": "company", "checked": 70, "outside": 0,
+                     "description": "company: 0 of 70 (Flash Cab)", "examples": []}],
+        "accepted_values": {"pickup_census_tract": ["17031081401"], "company": ["Flash Cab"]}, "mistyped": {}}}
+    policy = {"sensitive": {"pickup_census_tract": "pseudonymous"}}
+    out = record_lib.redact_anomalies(gate, policy)
+    assert "1703" not in json.dumps(out) and "Flash Cab" in json.dumps(out)
+    [tract, company] = out["row_checks"]["domains"]
+    assert tract["description"] == ("pickup_census_tract: 1 of 70 values outside the domain; values withheld:"
+                                    " pickup_census_tract is pseudonymous (feature policy)")
+    assert company == gate["row_checks"]["domains"][1]
+    assert record_lib.redact_anomalies(gate, None) is gate
 
 
 def test_the_feature_policy_is_reported_and_no_sensitive_value_is_printed(workdir):
