@@ -735,8 +735,13 @@ def _performance(reports, context):
                       + (f"; past limit: {', '.join(past)}" if past else ""),
                       jq=".serving_check.performance", rule="passes when refusals is empty",
                       threshold="the performance: block's limits")
-    return _newest(reports, lambda r: bool(r.get("blessed")) and bool(r.get("baseline_model")), pick,
-                   "the performance comparison")
+    found = _newest(reports, lambda r: bool(r.get("blessed")) and bool(r.get("baseline_model")), pick,
+                    "the performance comparison")
+    if found is None and any(r.get("blessed") for r in reports):
+        return _result(MISSING, None, outcome="not run",
+                       detail="no blessed candidate had a served model to be compared with yet (a first push has no"
+                              " baseline): the comparison runs from the next blessed candidate on")
+    return found
 
 
 def _quality_live(reports, context):

@@ -412,3 +412,15 @@ def test_the_scorecard_settings_are_checked():
                          ({"confidence": 1.0}, "confidence"), ({"budget": 1}, "budget")]:
         with pytest.raises(SettingsError, match=message):
             scorecard.ScorecardSettings.from_dict(bad, "scorecard")
+
+
+def test_computing_performance_needs_a_served_model_to_compare_with():
+    assert _status(_card(), "monitoring.6")["status"] == "automated-passing"
+    first = _report()
+    first["baseline_model"] = None
+    first["serving_check"]["performance"] = {}
+    found = _status(_card(first), "monitoring.6")
+    assert found["status"] == "missing" and "a first push has no baseline" in found["evidence"]["detail"]
+    regressed = _report()
+    regressed["serving_check"]["performance"]["refusals"] = ["latency_p50_ms 1.5 -> 9.0 past the limit"]
+    assert _status(_card(regressed), "monitoring.6")["status"] == "automated-failing"
