@@ -44,6 +44,7 @@ COPY serving serving
 COPY governance governance
 COPY components components
 COPY csv_engine csv_engine
+COPY parquet_engine parquet_engine
 COPY trainer_toolkit trainer_toolkit
 COPY rollout rollout
 COPY pipelines pipelines

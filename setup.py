@@ -15,6 +15,7 @@ setup(
     # tests/test_layers.py holds the rule).
     python_requires=">=3.11",
     packages=find_packages(include=["core*", "runner*", "retrain*", "pipelines*", "components*", "csv_engine*",
+                                    "parquet_engine*",
                                     "trainer_toolkit*", "serving*", "governance*", "rollout*", "airflow_tfx*", "task_host*"]),
     package_data={"pipelines": ["*/config.yaml"], "runner": ["scaffold_templates/*.tmpl"]},
     entry_points={"console_scripts": ["retrain = retrain.cli:entry_point"]},

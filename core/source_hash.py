@@ -15,7 +15,8 @@ from core import project
 
 REPO = project.ROOT
 # The packages the TFX runtime imports (airflow_tfx and dags run in Airflow, not there).
-RUNTIME_PACKAGES = ("core", "runner", "retrain", "pipelines", "components", "csv_engine", "trainer_toolkit", "serving",
+RUNTIME_PACKAGES = ("core", "runner", "retrain", "pipelines", "components", "csv_engine", "parquet_engine",
+                    "trainer_toolkit", "serving",
                     "governance", "rollout", "task_host")
 
 

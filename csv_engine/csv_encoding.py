@@ -227,8 +227,11 @@ def _length_delimited(tag: int, payload: bytes) -> bytes:
     return bytes((tag,)) + _varint(len(payload)) + payload
 
 
-def _feature(kind: int, cell: bytes) -> bytes:
-    """The serialized tf.train.Feature of one cell of a column of this type."""
+def _feature(kind: int, cell: bytes | tuple[bytes, ...]) -> bytes:
+    """The serialized tf.train.Feature of one cell of a column of this type; a tuple of cells
+    (a row of a Parquet list column, core/parquet_columns.py) is one list of every value."""
+    if isinstance(cell, tuple):
+        return _list_feature(kind, cell)
     if kind == INT:  # int64_list = 3, its packed value = 1
         return _length_delimited(0x1A, _length_delimited(0x0A, _varint(int(cell))) if cell else b"")
     if kind == FLOAT:  # float_list = 2
@@ -236,6 +239,20 @@ def _feature(kind: int, cell: bytes) -> bytes:
     if kind == STRING:  # bytes_list = 1
         return _length_delimited(0x0A, _length_delimited(0x0A, cell) if cell else b"")
     return b""  # an all-empty column: tf.train.Feature()
+
+
+def _list_feature(kind: int, cells: tuple[bytes, ...]) -> bytes:
+    """The serialized tf.train.Feature of a list of cells, in order (an empty string in a list
+    is a value; an empty tuple an empty list of the kind)."""
+    if kind == INT:
+        return _length_delimited(0x1A, _length_delimited(0x0A, b"".join(_varint(int(c)) for c in cells))
+                                 if cells else b"")
+    if kind == FLOAT:
+        return _length_delimited(0x12, _length_delimited(0x0A, np.asarray([float(c) for c in cells], np.float32)
+                                                         .astype("<f4").tobytes()) if cells else b"")
+    if kind == STRING:
+        return _length_delimited(0x0A, b"".join(_length_delimited(0x0A, c) for c in cells))
+    return b""
 
 
 def entries(name: str, kind: int, distinct: list[bytes]) -> list[bytes]:

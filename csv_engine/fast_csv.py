@@ -90,8 +90,6 @@ def encode_chunk(task: dict) -> dict:
     Returns:
       {"types": the types it was encoded with, "rows": per split}.
     """
-    from isal import isal_zlib
-
     with open(task["path"], "rb") as f:
         f.seek(task["start"])
         data = f.read(task["end"] - task["start"])
@@ -110,9 +108,18 @@ def encode_chunk(task: dict) -> dict:
     del cells
     types = task["types"] or [c.type() for c in columns]
     encoder = csv_encoding.Encoder(names, types, task["buckets"])
-    outputs = task["outputs"]
+    rows = write_shards(encoder, columns, task["outputs"], task["level"])
+    return {"types": types, "rows": rows}
+
+
+def write_shards(encoder: csv_encoding.Encoder, columns: list[csv_encoding.Column], outputs: list[str],
+                 level: int) -> list[int]:
+    """Encodes the columns' rows into one gzipped TFRecord shard per output split (written
+    whole or not at all); returns the rows written per split."""
+    from isal import isal_zlib
+
     streams = [open(p + ".tmp", "wb") for p in outputs]
-    compressors = [isal_zlib.compressobj(task["level"], isal_zlib.DEFLATED, 31) for _ in outputs]
+    compressors = [isal_zlib.compressobj(level, isal_zlib.DEFLATED, 31) for _ in outputs]
     rows = [0] * len(outputs)
     try:
         for batch in encoder.batches(columns):
@@ -132,7 +139,7 @@ def encode_chunk(task: dict) -> dict:
             stream.close()
     for path in outputs:
         os.replace(path + ".tmp", path)
-    return {"types": types, "rows": rows}
+    return rows
 
 
 def _first_line(task: dict) -> int:
@@ -146,10 +153,12 @@ class WorkerError(RuntimeError):
 
 
 class _Worker:
-    """One `python -m csv_engine.worker` process: tasks in, results out (JSON lines)."""
+    """One worker process (`python -m csv_engine.worker`, or another engine's `module`): tasks
+    in, results out (JSON lines); an answer flagged `input_error` raises `input_error`."""
 
-    def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "csv_engine.worker"],
+    def __init__(self, module: str = "csv_engine.worker", input_error: type = csv_encoding.CsvInputError):
+        self.input_error = input_error
+        self.proc = subprocess.Popen([sys.executable, "-m", module],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def run(self, task: dict) -> dict:
@@ -160,7 +169,7 @@ class _Worker:
             raise WorkerError(f"ingestion worker {self.proc.pid} exited ({self.proc.wait()}) on {task['path']}")
         answer = json.loads(line)
         if "error" in answer:
-            cls = csv_encoding.CsvInputError if answer.get("input_error") else WorkerError
+            cls = self.input_error if answer.get("input_error") else WorkerError
             raise cls(answer["error"])
         return answer
 
@@ -174,17 +183,19 @@ class _Worker:
                 self.proc.wait()
 
 
-def run_tasks(tasks: list[dict], workers: int, on_done=lambda i, result: None) -> list[dict]:
-    """Runs the tasks on `workers` processes (in this process when workers is 0).
+def run_tasks(tasks: list[dict], workers: int, on_done=lambda i, result: None, encode=encode_chunk,
+              module: str = "csv_engine.worker", input_error: type = csv_encoding.CsvInputError) -> list[dict]:
+    """Runs the tasks on `workers` processes (in this process when workers is 0): `encode` in
+    this process, `python -m module` in workers (the CSV engine's unless another engine's).
 
     Raises:
-      csv_encoding.CsvInputError: a chunk is bad input (the first one found).
+      input_error: a chunk is bad input (the first one found; csv_encoding.CsvInputError).
       WorkerError: a worker died.
     """
     results: list[dict | None] = [None] * len(tasks)
     if workers == 0:
         for i, task in enumerate(tasks):
-            results[i] = encode_chunk(task)
+            results[i] = encode(task)
             on_done(i, results[i])
         return results
     todo: queue.Queue = queue.Queue()
@@ -194,7 +205,7 @@ def run_tasks(tasks: list[dict], workers: int, on_done=lambda i, result: None) -
     lock = threading.Lock()
 
     def serve():
-        worker = _Worker()
+        worker = _Worker(module, input_error)
         try:
             while not errors:
                 try:

@@ -1,0 +1,1 @@
+"""The fast Parquet ingestion engine: ParquetExampleGen's examples and splits from worker processes, without Beam."""
