@@ -7,7 +7,8 @@ the constants, never string literals.
 
 CSV_EXAMPLE_GEN = "CsvExampleGen"
 IMPORT_EXAMPLE_GEN = "ImportExampleGen"
-EXAMPLE_GENS = (CSV_EXAMPLE_GEN, IMPORT_EXAMPLE_GEN)
+PARQUET_EXAMPLE_GEN = "ParquetExampleGen"  # FileBasedExampleGen over Parquet spans (components/example_gen)
+EXAMPLE_GENS = (CSV_EXAMPLE_GEN, IMPORT_EXAMPLE_GEN, PARQUET_EXAMPLE_GEN)
 STATISTICS_GEN = "StatisticsGen"
 SCHEMA_GEN = "ImportSchemaGen"
 EXAMPLE_VALIDATOR = "ExampleValidator"

@@ -62,7 +62,7 @@ DEFAULT_MULTIPROCESS_FROM_MB = 256
 # A Choice's reason starts with this when the node runs no Beam pipeline after all.
 UNUSED = "unused"
 # The nodes that run Beam pipelines (what `beam.nodes` may name).
-BEAM_NODES = (nodes.CSV_EXAMPLE_GEN, nodes.IMPORT_EXAMPLE_GEN, nodes.STATISTICS_GEN, nodes.TRANSFORM, nodes.EVALUATOR)
+BEAM_NODES = (nodes.CSV_EXAMPLE_GEN, nodes.IMPORT_EXAMPLE_GEN, nodes.PARQUET_EXAMPLE_GEN, nodes.STATISTICS_GEN, nodes.TRANSFORM, nodes.EVALUATOR)
 
 
 class BeamConfigError(SettingsError):

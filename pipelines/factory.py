@@ -18,7 +18,7 @@ from components.data_gate import measures as gate_measures
 from components.data_gate.component import DataGate, DataGateReport
 from components.evaluator import eval_config as eval_config_lib
 from components.evaluator.component import Evaluator
-from components.example_gen.component import CsvExampleGen
+from components.example_gen.component import CsvExampleGen, ParquetExampleGen
 from components.import_schema_gen.component import ImportSchemaGen
 from components.resolvers.baseline_model import LastBlessedModelStrategy
 from components.resolvers.latest_hyperparameters import LatestHyperParametersStrategy
@@ -43,6 +43,7 @@ from pipelines.config import PROJECT_SETUP_FILE, PipelineConfig
 NODE_STAGES = {
     nodes.CSV_EXAMPLE_GEN: "validate_data",
     nodes.IMPORT_EXAMPLE_GEN: "validate_data",
+    nodes.PARQUET_EXAMPLE_GEN: "validate_data",
     nodes.STATISTICS_GEN: "validate_data",
     nodes.SCHEMA_GEN: "validate_data",
     nodes.EXAMPLE_VALIDATOR: "validate_data",
@@ -122,7 +123,7 @@ def beam_choices(config: PipelineConfig) -> dict[str, beam_lib.Choice]:
     choices = {node: settings.choose(node, size, PROJECT_SETUP_FILE) for node, size in reads.items()}
     # The fast ingestion engine runs no Beam (components/example_gen); the profile is what
     # TFX's executor would run on if the engine fell back to it.
-    if config.example_format == "csv" and config.ingest_settings.engine != "beam":
+    if config.example_format in ("csv", "parquet") and config.ingest_settings.engine != "beam":
         gen = choices[config.example_gen_id]
         choices[config.example_gen_id] = dataclasses.replace(
             gen, reason=f"{beam_lib.UNUSED}: the fast ingestion engine writes the examples ({gen.reason} if TFX's "
@@ -214,16 +215,18 @@ def ingest_and_validate(config: PipelineConfig) -> IngestStage:
     """The ingest-and-validate stage for `config.span`."""
     span = config.span
 
-    # Ingest exactly one span, the way a scheduled run receives new data: CSV, or TFRecords
-    # of tf.Examples for data CSV cannot hold (encoded images).
-    # CSV goes through the fast ingestion engine by default (components/example_gen: the
-    # same examples, splits and properties as TFX's Beam executor, on every core).
-    if config.example_format == "csv":
+    # Ingest exactly one span, the way a scheduled run receives new data: CSV, Parquet (as
+    # warehouses and lakes export months), or TFRecords of tf.Examples for data CSV cannot
+    # hold (encoded images).
+    # CSV and Parquet go through the fast ingestion engines by default (components/example_gen:
+    # the same examples, splits and properties as the Beam path, on every core).
+    if config.example_format in ("csv", "parquet"):
         # Under the gate policy's columns.new: report, a column the source added is left out
         # (the preflight let the run start; components/data_gate/columns.py).
         schema_columns = (config_lib.schema_features(config.schema_path)
                           if config_lib.load_gate_policy(config).columns_new == "report" else None)
-        example_gen_class = functools.partial(CsvExampleGen, ingest=config.ingest_settings,
+        example_gen_class = functools.partial(CsvExampleGen if config.example_format == "csv" else ParquetExampleGen,
+                                              ingest=config.ingest_settings,
                                               not_ingested=config.not_ingested, schema_columns=schema_columns)
     else:
         example_gen_class = tfx.components.ImportExampleGen

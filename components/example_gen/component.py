@@ -1,12 +1,13 @@
-"""CsvExampleGen with the fast ingestion engine: TFX's component (spec, driver, node id,
-outputs), this package's executor, and the `ingestion:` settings as its custom_config."""
+"""CsvExampleGen and ParquetExampleGen with the fast ingestion engines: TFX's component (spec,
+driver, node id, outputs), this package's executors, and the `ingestion:` settings as their
+custom_config."""
 
 from __future__ import annotations
 
 from tfx.components.example_gen import component as example_gen_component
 from tfx.dsl.components.base import executor_spec
 
-from components.example_gen import executor
+from components.example_gen import executor, parquet_executor
 from components.example_gen.settings import IngestSettings
 from components.tfx_v1 import tfx
 
@@ -31,3 +32,20 @@ class CsvExampleGen(tfx.components.CsvExampleGen):
         example_gen_component.FileBasedExampleGen.__init__(
             self, input_base=input_base, input_config=input_config, output_config=output_config,
             range_config=range_config, custom_config=executor.custom_config(ingest, not_ingested, schema_columns))
+
+
+class ParquetExampleGen(example_gen_component.FileBasedExampleGen):
+    """TFX's FileBasedExampleGen (spec, driver, outputs) over Parquet spans, with the executor
+    of parquet_executor.py (the fast Parquet engine, or Beam; the same examples). Its node id,
+    the class name as TFX's own ExampleGens have theirs, is ParquetExampleGen.
+
+    Args: as CsvExampleGen's.
+    """
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(parquet_executor.Executor)
+
+    def __init__(self, input_base: str, input_config, output_config, range_config, ingest: IngestSettings,
+                 not_ingested: list[str] | tuple[str, ...] = (), schema_columns: list[str] | None = None):
+        super().__init__(input_base=input_base, input_config=input_config, output_config=output_config,
+                         range_config=range_config,
+                         custom_config=executor.custom_config(ingest, not_ingested, schema_columns))

@@ -165,6 +165,15 @@ class Executor(csv_executor.Executor):
 
     _not_ingested: list[str] = []
 
+    def _new_columns(self, exec_properties: dict[str, Any], files: list[str]) -> list[str]:
+        """The files' columns outside the schema (gate policy columns.new: report), else none."""
+        return new_columns(exec_properties, files)
+
+    def _ingest_fast(self, files: list[str], split_dirs: list[str], buckets: list[int], workers: int,
+                     level: int) -> dict:
+        """The fast engine's examples of the files, without the columns not ingested."""
+        return fast_csv.ingest(files, split_dirs, buckets, workers, level, drop=self._not_ingested)
+
     def GetInputSourceToExamplePTransform(self):
         """TFX's CSV-to-tf.Example transform with the span CSV header rule's column names
         (`_CsvToExample`), then the columns not ingested deleted: before TFX hashes each
@@ -194,7 +203,7 @@ class Executor(csv_executor.Executor):
         pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY],
                                input_config.splits[0].pattern) if input_config.splits else ""
         files = sorted(fileio.glob(pattern)) if pattern else []
-        added = new_columns(exec_properties, files)
+        added = self._new_columns(exec_properties, files)
         if added:
             # The gate policy's columns.new: report: the source added them; left out and listed.
             logger.warning("Columns not in the schema, left out of the examples (gate policy columns.new: report): %s",
@@ -220,8 +229,7 @@ class Executor(csv_executor.Executor):
         split_dirs = [artifact_utils.get_split_uri([examples], name) for name in names]
         workers = settings.workers or machine.usable_cpus()
         logger.info("Generating examples (fast engine, %d worker(s)) from %d file(s): %s", workers, len(files), pattern)
-        done = fast_csv.ingest(files, split_dirs, buckets, workers, settings.compression_level,
-                               drop=self._not_ingested)
+        done = self._ingest_fast(files, split_dirs, buckets, workers, settings.compression_level)
         logger.info("Examples generated: %s", done)
         payload = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         if payload:

@@ -1,5 +1,5 @@
-"""The `ingestion:` block of a pipeline config: how CsvExampleGen's executor writes examples
-(TensorFlow-free, so configs validate where TF is absent)."""
+"""The `ingestion:` block of a pipeline config: how the executors of CsvExampleGen and
+ParquetExampleGen write examples (TensorFlow-free, so configs validate where TF is absent)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ ENGINES = ("auto", "fast", "beam")
 class IngestSettings(Settings):
     """engine: fast (this project's parallel encoder, the same examples and splits as
     CsvExampleGen's Beam pipeline), beam (TFX's own executor, on the node's Beam profile),
-    or auto (fast for CSV on a local filesystem, beam otherwise); workers: processes for the
+    or auto (fast for CSV and Parquet on a local filesystem, beam otherwise); workers: processes for the
     fast engine (0: one per core); compression_level: gzip level of the shards (1-9)."""
 
-    # fast, beam or auto (fast for CSV on a local filesystem).
+    # fast, beam or auto (fast for CSV and Parquet on a local filesystem).
     engine: str = "auto"
     # Processes for the fast engine (0: one per core).
     workers: int = 0

@@ -38,10 +38,10 @@ from trainer_toolkit.settings import SimpleBaselineSettings, TrainerSettings
 from trainer_toolkit.tuning import TuningSettings
 
 ConfidenceMethod = Literal["jackknife", "bootstrap"]
-ExampleFormat = Literal["csv", "tfrecord"]
+ExampleFormat = Literal["csv", "parquet", "tfrecord"]
 Task = Literal[tasks.BINARY, tasks.MULTICLASS, tasks.REGRESSION]
 # The ExampleGen (and so its node id) that ingests each format.
-EXAMPLE_GEN_IDS = {"csv": nodes.CSV_EXAMPLE_GEN, "tfrecord": nodes.IMPORT_EXAMPLE_GEN}
+EXAMPLE_GEN_IDS = {"csv": nodes.CSV_EXAMPLE_GEN, "parquet": nodes.PARQUET_EXAMPLE_GEN, "tfrecord": nodes.IMPORT_EXAMPLE_GEN}
 # The project's packaging (a dependency for Beam workers outside this process).
 PROJECT_SETUP_FILE = project.SETUP_FILE
 # With no train_epochs, train_examples or train_steps.
@@ -76,7 +76,8 @@ class PipelineConfig:
     # Where runs write (metadata, pipeline root, run folders, serving, logs); relative to where the
     # command runs.
     workdir: str = "work"
-    # csv: span-YYYYMM/*.csv; tfrecord: span-YYYYMM/*.tfrecord.gz of serialized tf.Examples.
+    # csv: span-YYYYMM/*.csv; parquet: span-YYYYMM/*.parquet (column types as the set-up guide
+    # says); tfrecord: span-YYYYMM/*.tfrecord.gz of serialized tf.Examples.
     example_format: ExampleFormat = "csv"
     # Chooses the head's metrics (core/tasks.py): AUC + binary accuracy, sparse categorical
     # accuracy, or MSE + MAE + MAPE for regression.

@@ -230,7 +230,7 @@ def load_feature_policy(config: PipelineConfig):
 def check_not_ingested(config: PipelineConfig, not_ingested: list[str]) -> None:
     """A feature the pipeline never stores (`ingest: drop`) can be no slice, fairness group or
     span-consistency feature (each reads it from the examples), and is left out by
-    CsvExampleGen only.
+    CsvExampleGen and ParquetExampleGen only (TFRecords are ingested as they are).
 
     Raises:
       ConfigError: naming the feature and the key that needs it.
@@ -245,8 +245,8 @@ def check_not_ingested(config: PipelineConfig, not_ingested: list[str]) -> None:
         if hit:
             raise ConfigError(f"feature_policy: {', '.join(hit)} is not ingested (ingest: drop) but {key} reads it"
                               f" from the examples: leave it out of {key} or set ingest: keep")
-    if config.example_format != "csv":
-        raise ConfigError(f"feature_policy: ingest: drop ({', '.join(not_ingested)}) is applied when CSV is"
+    if config.example_format not in ("csv", "parquet"):
+        raise ConfigError(f"feature_policy: ingest: drop ({', '.join(not_ingested)}) is applied when CSV or Parquet is"
                           f" ingested; this pipeline reads {config.example_format} examples: leave the features"
                           " out upstream, or set ingest: keep")
 
