@@ -2,7 +2,8 @@
 
 Span numbers are YYYYMM integers, so they sort in time order and read as dates in
 MLMD, the CLI and the Airflow UI. ExampleGen finds a span's files with the input
-pattern `span-{SPAN}/*.csv` (CSV) or `span-{SPAN}/*.tfrecord.gz` (gzipped TFRecords of
+pattern `span-{SPAN}/*.csv` (CSV), `span-{SPAN}/*.parquet` (Parquet, as warehouses and lakes
+export months: core/parquet_columns.py) or `span-{SPAN}/*.tfrecord.gz` (gzipped TFRecords of
 tf.Examples, for data CSV cannot hold, such as encoded images).
 """
 
@@ -21,7 +22,7 @@ from core.errors import BadInput
 
 SPAN_DIR_PREFIX = "span-"
 # The file pattern of a span's files, per example format.
-FILE_SUFFIXES = {"csv": ".csv", "tfrecord": ".tfrecord.gz"}
+FILE_SUFFIXES = {"csv": ".csv", "parquet": ".parquet", "tfrecord": ".tfrecord.gz"}
 SPAN_GLOB = SPAN_DIR_PREFIX + "{SPAN}/*.csv"
 # The Examples artifact's property listing the columns the source added that ExampleGen left
 # out (the gate policy's `columns.new: report`; components/data_gate/columns.py), as JSON.
@@ -92,8 +93,9 @@ def resolve_span(data_root: str, span: int | None, example_format: str = "csv") 
     """Returns `span`, or the latest one, after checking its folder holds readable data.
 
     Raises:
-      SpanError: unknown span, empty span folder, a CSV without a header row or a
-        TFRecord file that does not hold tf.Examples.
+      SpanError: unknown span, empty span folder, a CSV without a header row, a Parquet
+        file that is not whole Parquet (or files whose columns differ) or a TFRecord file
+        that does not hold tf.Examples.
     """
     spans = list_spans(data_root)
     if span is None:
@@ -105,9 +107,26 @@ def resolve_span(data_root: str, span: int | None, example_format: str = "csv") 
         )
     if example_format == "csv":
         check_span_csv(span_dir(data_root, span))
+    elif example_format == "parquet":
+        check_span_parquet(span_dir(data_root, span))
     else:
         check_span_tfrecord(span_dir(data_root, span))
     return span
+
+
+def check_span_parquet(folder: str) -> None:
+    """Fails early on a span whose Parquet files are missing, not Parquet, cut short, hold no
+    rows or differ in their columns (their footers: core/parquet_columns.py).
+
+    Raises:
+      SpanError: naming the file and the problem.
+    """
+    from core import parquet_columns  # pyarrow: not on the Airflow side
+
+    try:
+        parquet_columns.check_span_parquet(folder)
+    except parquet_columns.ParquetInputError as e:
+        raise SpanError(str(e)) from e
 
 
 def check_span_tfrecord(folder: str) -> None:

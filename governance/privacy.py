@@ -69,10 +69,15 @@ def _normal(value: str) -> str:
 
 
 def declared_values(span_files: list[str], features: list[str], max_rows: int = 500_000) -> dict[str, set[str]]:
-    """The raw values of `features` in the CSV span files (at most `max_rows` rows read)."""
+    """The raw values of `features` in the CSV or Parquet span files (at most `max_rows` rows read)."""
     out: dict[str, set[str]] = {f: set() for f in features}
     rows = 0
     for path in span_files:
+        if path.endswith(".parquet"):
+            rows += _parquet_declared_values(path, out, max_rows - rows)
+            if rows >= max_rows:
+                return out
+            continue
         with open(path, encoding="utf-8", newline="") as f:
             for row in csv.DictReader(f):
                 for feature in features:
@@ -83,6 +88,27 @@ def declared_values(span_files: list[str], features: list[str], max_rows: int = 
                 if rows >= max_rows:
                     return out
     return out
+
+
+def _parquet_declared_values(path: str, out: dict[str, set[str]], max_rows: int) -> int:
+    """Adds the values of the declared columns of a Parquet span file (its first `max_rows`
+    rows, as text) to `out`; returns the rows read."""
+    import pyarrow.parquet as pq
+
+    from core import parquet_columns
+
+    found = parquet_columns.file_columns(path)
+    wanted = [c.name for c in found.columns if c.name in out and c.kind is not None and c.problem is None]
+    if not wanted or max_rows <= 0:
+        return min(found.num_rows, max(max_rows, 0))
+    table = pq.read_table(path, columns=wanted).slice(0, max_rows)
+    for column in wanted:
+        for values in parquet_columns.row_values(table.column(column), found.column(column), path):
+            for value in values:
+                text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+                if text.strip():
+                    out[column].add(_normal(text))
+    return table.num_rows
 
 
 class Needles:
@@ -303,13 +329,14 @@ def scan(config, now: dt.datetime | None = None) -> dict:
         return {"ran": False, "reason": f"{config.feature_policy} declares no feature sensitive (pii: none for all)"}
     span_files: list[str] = []
     spans_note = None
-    if config.example_format == "csv":
+    if config.example_format in ("csv", "parquet"):
         try:
             newest = spans_lib.list_spans(config.data_root)[-config.window_spans:]
         except spans_lib.SpanError as e:
             newest, spans_note = [], str(e)
+        suffix = spans_lib.FILE_SUFFIXES[config.example_format]
         for span in newest:
-            span_files += sorted(glob.glob(os.path.join(spans_lib.span_dir(config.data_root, span), "*.csv")))
+            span_files += sorted(glob.glob(os.path.join(spans_lib.span_dir(config.data_root, span), "*" + suffix)))
     else:
         spans_note = f"spans are {config.example_format}: no declared values read from them"
     values = declared_values(span_files, list(sensitive))
@@ -321,7 +348,7 @@ def scan(config, now: dt.datetime | None = None) -> dict:
     not_ingested = policy.not_ingested
     artifacts = []
     if not_ingested:
-        for parts in (("CsvExampleGen", "examples"), ("StatisticsGen", "statistics")):
+        for parts in ((config.example_gen_id, "examples"), ("StatisticsGen", "statistics")):
             artifacts += _newest_artifact_files(config, parts)
     dropped = scan_not_ingested(not_ingested, artifacts)
     retention = stale_logs(log_files, config.retention_settings.max_age_days, now)

@@ -14,7 +14,7 @@ import re
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from core import csv_header, spans
+from core import csv_header, parquet_columns, spans
 from core.errors import BadInput
 
 
@@ -37,9 +37,10 @@ def load_schema(path: str) -> schema_pb2.Schema:
         raise InputError(f"schema {path} is not a valid Schema text proto: {e}") from e
 
 
-def check_header(span_folder: str, schema: schema_pb2.Schema, policy=None) -> list[str]:
-    """The CSV columns must be the schema's features: a missing one always stops; a new one
-    (the source added it) stops unless the gate policy says `columns.new: report`
+def check_header(span_folder: str, schema: schema_pb2.Schema, policy=None,
+                 example_format: str = "csv") -> list[str]:
+    """The CSV (or Parquet) columns must be the schema's features: a missing one always stops;
+    a new one (the source added it) stops unless the gate policy says `columns.new: report`
     (components/data_gate/columns.py). Returns the new columns a run leaves out.
 
     Raises:
@@ -52,18 +53,20 @@ def check_header(span_folder: str, schema: schema_pb2.Schema, policy=None) -> li
     policy = policy or gate_policy.GatePolicy()
     expected = [f.name for f in schema.feature]
     added: list[str] = []
+    suffix = spans.FILE_SUFFIXES[example_format]
     for name in sorted(os.listdir(span_folder)):
-        if not name.endswith(".csv"):
+        if not name.endswith(suffix):
             continue
         path = os.path.join(span_folder, name)
-        missing, new = columns.compare(_header(path), expected)
+        names = _header(path) if example_format == "csv" else _parquet_columns(path).names
+        missing, new = columns.compare(names, expected)
         hints = []
         if missing and new:
             folder = os.path.abspath(span_folder)
             try:
                 span = spans.parse_span(os.path.basename(folder).removeprefix(spans.SPAN_DIR_PREFIX))
-                hints = columns.rename_hints(os.path.dirname(folder), span, "csv", missing, new, policy)
-            except (spans.SpanError, csv_header.CsvInputError):
+                hints = columns.rename_hints(os.path.dirname(folder), span, example_format, missing, new, policy)
+            except (spans.SpanError, csv_header.CsvInputError, parquet_columns.ParquetInputError):
                 hints = []  # not a span folder, or an earlier span unreadable: no hint, the stop stands
         problem = columns.stop_message(path, missing, new, policy, hints)
         if problem:
@@ -82,6 +85,82 @@ def _header(path: str) -> list[str]:
         return csv_header.read_header(path)[0]
     except csv_header.CsvInputError as e:
         raise InputError(str(e)) from e
+
+
+def _parquet_columns(path: str) -> parquet_columns.FileColumns:
+    """A Parquet file's data columns (core/parquet_columns.py), from its footer.
+
+    Raises:
+      InputError: not a whole Parquet file (file, byte or footer).
+    """
+    try:
+        return parquet_columns.file_columns(path)
+    except parquet_columns.ParquetInputError as e:
+        raise InputError(str(e)) from e
+
+
+# What to write a column as, for a feature of each schema type.
+_WRITE_AS = {"INT": "integers", "FLOAT": "floating-point numbers", "BYTES": "strings (or binary)"}
+
+
+def check_parquet_types(span_folder: str, schema: schema_pb2.Schema, skip: list[str] | tuple[str, ...] = ()) -> None:
+    """Each Parquet column of a schema feature is of a type ingestion reads, of the kind the
+    schema says (core/parquet_columns.py): never cast to fit. A column of Parquet's null type
+    (no values) fits any. Columns in `skip` (new ones a run leaves out) are not read.
+
+    Raises:
+      InputError: naming the file, the column, its Parquet type and kind, and the schema's type.
+    """
+    wanted = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
+    for name in sorted(os.listdir(span_folder)):
+        if not name.endswith(spans.FILE_SUFFIXES["parquet"]):
+            continue
+        path = os.path.join(span_folder, name)
+        for column in _parquet_columns(path).columns:
+            if column.name in skip or column.name not in wanted:
+                continue
+            try:
+                column.checked(path)
+            except parquet_columns.ParquetInputError as e:
+                raise InputError(str(e)) from e
+            want = wanted[column.name]
+            if column.kind is None or column.kind == want:
+                continue
+            advice = f"write the column as {_WRITE_AS.get(want, want)}, or make the feature {column.kind} in the schema"
+            if want == "INT" and column.kind == "FLOAT":
+                advice += (" (pandas makes an integer column with missing values float64: `df[column].astype('Int64')`"
+                           " writes integers, with nulls where values are missing)")
+            raise InputError(f"{path}: column {column.name!r} is {column.describe()} where the schema says {want}:"
+                             f" a column's values are never cast to fit the schema; {advice}")
+
+
+def check_parquet_file(path: str) -> int:
+    """Reads a whole Parquet file the way ParquetExampleGen will: its footer, then every row
+    group of its data columns, each value of a column ingestion reads checked for its kind
+    (an integer within int64, a list without a null). Returns the number of rows.
+
+    Raises:
+      InputError: naming the file and where: not Parquet (its first bytes), cut short (no
+        footer), a damaged footer, a row group that cannot be read (its rows), a value that
+        cannot be ingested (its rows and column).
+    """
+    try:
+        parquet_file = parquet_columns.open_file(path)
+        found = parquet_columns.file_columns(path, parquet_file)
+        readable = [c for c in found.columns if c.problem is None]
+        first = 0
+        for index, rows in enumerate(found.row_groups):
+            table = parquet_columns.read_row_group(parquet_file, path, index, found.names)
+            if table.num_rows != rows:
+                raise parquet_columns.ParquetInputError(
+                    f"{path}, row group {index}: {table.num_rows} rows read where its footer says {rows}; the file is"
+                    " damaged")
+            for column in readable:
+                parquet_columns.check_values(table.column(column.name), column, path, first)
+            first += rows
+    except parquet_columns.ParquetInputError as e:
+        raise InputError(str(e)) from e
+    return found.num_rows
 
 
 def check_csv_structure(path: str) -> int:
@@ -286,17 +365,23 @@ def check_example_features(span_folder: str, schema: schema_pb2.Schema) -> None:
 
 
 def check_span_structure(folder: str, example_format: str = "csv") -> None:
-    """Every data file of a span folder reads whole: CSV (`check_csv_structure`) or gzipped
-    TFRecords of tf.Examples (`check_tfrecord_file`).
+    """Every data file of a span folder reads whole: CSV (`check_csv_structure`), Parquet
+    (`check_parquet_file`; and the span's files have the same columns, of one kind each,
+    and hold rows) or gzipped TFRecords of tf.Examples (`check_tfrecord_file`).
 
     Raises:
       InputError: the first problem found, naming the file and the position.
     """
     suffix = spans.FILE_SUFFIXES[example_format]
-    check = check_csv_structure if example_format == "csv" else check_tfrecord_file
+    check = {"csv": check_csv_structure, "parquet": check_parquet_file}.get(example_format, check_tfrecord_file)
     for name in sorted(os.listdir(folder)):
         if name.endswith(suffix):
             check(os.path.join(folder, name))
+    if example_format == "parquet":
+        try:
+            parquet_columns.check_span_parquet(folder)
+        except parquet_columns.ParquetInputError as e:
+            raise InputError(str(e)) from e
 
 
 def check_run_inputs(data_root: str, span: int | None, schema_path: str, example_format: str = "csv",
@@ -325,6 +410,12 @@ def check_span_files(folder: str, schema_path: str, example_format: str = "csv",
     if example_format == "csv":
         check_span_structure(folder)  # first: it names the row of a byte that is not UTF-8
         return check_header(folder, load_schema(schema_path), policy)
+    if example_format == "parquet":
+        check_span_structure(folder, example_format)  # first: every footer and row group reads
+        schema = load_schema(schema_path)
+        added = check_header(folder, schema, policy, example_format)
+        check_parquet_types(folder, schema, skip=added)
+        return added
     check_span_structure(folder, example_format)  # first: every frame and record reads
     check_example_features(folder, load_schema(schema_path))
     return []

@@ -152,9 +152,10 @@ def _example_format(data_root: str, span_numbers: list[int]) -> str:
         names = os.listdir(spans.span_dir(data_root, span))
         found |= {fmt for fmt, suffix in spans.FILE_SUFFIXES.items() if any(n.endswith(suffix) for n in names)}
     if len(found) != 1:
+        held = " and ".join(sorted(spans.FILE_SUFFIXES[f] for f in found)) + " files" if found else "no data files"
         raise NewPipelineError(
-            f"{data_root}: the spans hold {'both CSV and TFRecord files' if found else 'no .csv or .tfrecord.gz files'};"
-            " retrain new needs one format (span-YYYYMM/*.csv or span-YYYYMM/*.tfrecord.gz)")
+            f"{data_root}: the spans hold {held}; retrain new needs one format (span-YYYYMM/*.csv,"
+            " span-YYYYMM/*.parquet or span-YYYYMM/*.tfrecord.gz)")
     return found.pop()
 
 
@@ -173,6 +174,8 @@ def _read_frame(data_root: str, span_numbers: list[int], example_format: str):
                 frames.append(pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""]))
             elif example_format == "tfrecord" and name.endswith(".tfrecord.gz"):
                 frames.append(pd.DataFrame(_tfrecord_rows(path)))
+            elif example_format == "parquet" and name.endswith(".parquet"):
+                frames.append(pd.DataFrame(_parquet_rows(path)))
             else:
                 continue
             row_spans += [span] * len(frames[-1])
@@ -276,6 +279,42 @@ def _tfrecord_rows(path: str) -> list[dict]:
             row[key] = values[0] if values else None
         rows.append(row)
     return rows
+
+
+def _parquet_rows(path: str) -> dict[str, list]:
+    """A Parquet file's columns as ingestion reads them (core/parquet_columns.py): numbers and
+    text, None where there is no value.
+
+    Raises:
+      NewPipelineError: a column ingestion refuses, a list column (retrain new handles one
+        value per column) or binary bytes that are not text.
+    """
+    from core import parquet_columns
+
+    try:
+        parquet_file = parquet_columns.open_file(path)
+        found = parquet_columns.file_columns(path, parquet_file)
+        columns = [c.checked(path) for c in found.columns]
+        lists = [c.name for c in columns if c.is_list]
+        if lists:
+            raise NewPipelineError(f"{path}: column(s) {', '.join(lists)} hold lists; retrain new handles one value per"
+                                   " column (write the model code by hand, as pipelines/digits does)")
+        table = parquet_file.read(columns=found.names)
+        out = {}
+        for column in columns:
+            values = parquet_columns.row_values(table.column(column.name), column, path)
+            if column.kind == parquet_columns.BYTES:
+                try:
+                    out[column.name] = [v[0].decode("utf-8") if v else None for v in values]
+                except UnicodeDecodeError:
+                    raise NewPipelineError(
+                        f"{path}: column {column.name!r} holds binary bytes (an image?), not text; retrain new handles"
+                        " numbers and strings (write the model code by hand, as pipelines/digits does)") from None
+            else:
+                out[column.name] = [v[0] if v else None for v in values]
+        return out
+    except parquet_columns.ParquetInputError as e:
+        raise NewPipelineError(str(e)) from e
 
 
 def _schema_types(schema_text: str) -> dict[str, str]:
@@ -454,7 +493,7 @@ def plan(root: str, name: str, data_root: str, label: str, task: str | None = No
         raise NewPipelineError(f"--data {data_root}: no such folder")
     span_numbers = spans.list_spans(data_root)
     if not span_numbers:
-        raise NewPipelineError(f"--data {data_root}: no span folders (expected span-YYYYMM/*.csv or *.tfrecord.gz)")
+        raise NewPipelineError(f"--data {data_root}: no span folders (expected span-YYYYMM/*.csv, *.parquet or *.tfrecord.gz)")
     example_format = _example_format(data_root, span_numbers)
     progress(f"reading {len(span_numbers)} span(s) {span_numbers[0]}..{span_numbers[-1]} ({example_format})")
     for span in span_numbers:  # bytes that are not text (or not records) are named, not a traceback
@@ -615,7 +654,7 @@ def render(p: Plan) -> dict[str, str]:
 def feature_policy_text(p: Plan) -> str:
     """The generated feature policy (core/feature_policy.py): every column of the schema,
     those that look like personal data or identifiers forbidden in the model, dropped from
-    request logs and (from CSV) never ingested, the rest allowed and kept; a person reviews it."""
+    request logs and (from CSV and Parquet) never ingested, the rest allowed and kept; a person reviews it."""
     import yaml
 
     features = {}
@@ -623,8 +662,8 @@ def feature_policy_text(p: Plan) -> str:
         if column in p.identifiers:
             pii, why = p.identifiers[column]
             features[column] = {"pii": pii, "use_in_model": "forbidden", "log": "drop",
-                                # CSV is ingested without the column (TFRecords as they are).
-                                **({"ingest": "drop"} if p.example_format == "csv" else {}),
+                                # CSV and Parquet are ingested without the column (TFRecords as they are).
+                                **({"ingest": "drop"} if p.example_format in ("csv", "parquet") else {}),
                                 "reason": f"retrain new: {why}; review before allowing it"}
         else:
             features[column] = {"pii": "none", "use_in_model": "allowed", "log": "keep"}

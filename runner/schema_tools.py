@@ -42,8 +42,10 @@ def infer_schema_text(data_root: str, span_numbers: list[int], example_format: s
     """A schema inferred from the spans, as text, with the curation every pipeline needs.
 
     CSV is decoded by TFDV's CSV decoder, the same type inference CsvExampleGen uses, so an
-    integer column with blanks stays INT (pandas would make it FLOAT); TFRecords of
-    tf.Examples are read as they are. `value_count` gets no min: blank CSV cells arrive as
+    integer column with blanks stays INT (pandas would make it FLOAT); Parquet is encoded by
+    ParquetExampleGen's fast engine, so each feature's type is its column's Parquet type's
+    (core/parquet_columns.py: a float64 column is FLOAT even if its values are whole); TFRecords
+    of tf.Examples are read as they are. `value_count` gets no min: blank CSV cells arrive as
     empty lists. With `label`, the schema gets TFDV's TRAINING and SERVING environments and
     the label is kept out of SERVING (served requests carry no label, and the serving-skew
     check validates logged traffic against that environment).
@@ -60,6 +62,12 @@ def infer_schema_text(data_root: str, span_numbers: list[int], example_format: s
             merged = os.path.join(tmp, "spans.csv")
             _merge_csv(data_root, span_numbers, merged)
             stats = tfdv.generate_statistics_from_csv(data_location=merged)
+        elif example_format == "parquet":
+            from components.data_gate import rows
+
+            encoded = [rows.span_examples(spans.span_dir(data_root, s), example_format, os.path.join(tmp, str(s)))
+                       for s in span_numbers]
+            stats = _merged_tfrecord_stats([path for files in encoded for path in files])
         else:
             pattern = [os.path.join(spans.span_dir(data_root, s), "*" + spans.FILE_SUFFIXES[example_format])
                        for s in span_numbers]

@@ -218,8 +218,14 @@ class SpanScan:
 
 
 def span_examples(folder: str, example_format: str, out_dir: str) -> list[str]:
-    """The files of a span's tf.Examples: CSV is encoded by CsvExampleGen's fast engine (the
-    same examples the pipeline ingests) into `out_dir`; TFRecord spans are read as they are."""
+    """The files of a span's tf.Examples: CSV and Parquet are encoded by the fast engines of
+    CsvExampleGen and ParquetExampleGen (the same examples the pipeline ingests) into
+    `out_dir`; TFRecord spans are read as they are."""
+    if example_format == "parquet":
+        from parquet_engine import fast_parquet
+
+        fast_parquet.ingest(sorted(glob.glob(os.path.join(folder, "*.parquet"))), [out_dir], [1], workers=0)
+        return sorted(glob.glob(os.path.join(out_dir, "*")))
     if example_format != "csv":
         return sorted(glob.glob(os.path.join(folder, "*.tfrecord.gz")))
     from csv_engine import fast_csv

@@ -146,3 +146,16 @@ def test_nothing_declared_sensitive_is_no_scan(tmp_path):
     assert privacy.scan(_config(tmp_path, feature_policy=None))["ran"] is False
     card = scorecard.compute([], {"privacy": privacy.scan(_config(tmp_path, feature_policy=None))})
     assert scorecard.find(card, "data.5")["status"] == "missing"
+
+
+def test_declared_values_are_read_from_parquet_spans_too(tmp_path):
+    # A Parquet month's declared column is read as its text (nulls and empty strings are no
+    # value), at most max_rows rows, as a CSV month's cells are.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "data.parquet")
+    pq.write_table(pa.table({"email": ["a@example.org", None, "", "b@example.org"], "tract": [17031081500, 2, 3, 4],
+                             "when": pa.array([1, 2, 3, 4], pa.timestamp("ms"))}), path)
+    assert privacy.declared_values([path], ["email", "tract", "when"], max_rows=3) == {
+        "email": {"a@example.org"}, "tract": {"17031081500", "2", "3"}, "when": set()}

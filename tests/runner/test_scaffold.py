@@ -1,4 +1,7 @@
-"""`retrain new` finds a span's event time and the fields derived from it."""
+"""`retrain new` finds a span's event time and the fields derived from it; a Parquet span folder
+gives the plan its CSV gives."""
+
+import os
 
 import numpy as np
 import pandas as pd
@@ -141,3 +144,28 @@ def test_the_network_is_sized_to_the_training_split(tmp_path):
         assert f"hidden_units: tuple[int, ...] = {tuple(units)!r}" in files["pipelines/my_small/hparams.py"]
         assert ("A small training split" in text) == (plan is small)
     assert yaml.safe_load(scaffold.render(large)["pipelines/my_small/config.yaml"])["train_steps"] == 1000
+
+
+def test_a_parquet_span_folder_gives_the_csv_folders_plan_and_a_parquet_config(tmp_path):
+    # The same months as CSV and as Parquet (pandas' to_parquet, as a notebook exports them):
+    # the same columns, types, task and roles, and a config that reads Parquet.
+    import glob
+
+    import yaml
+
+    from runner import datasets
+    from tests.conftest import REPO
+
+    datasets.write_spans("wine", str(tmp_path / "csv"), num_spans=3)
+    for path in sorted(glob.glob(str(tmp_path / "csv" / "span-*" / "data.csv"))):
+        folder = tmp_path / "parquet" / os.path.basename(os.path.dirname(path))
+        folder.mkdir(parents=True)
+        pd.read_csv(path).to_parquet(folder / "data.parquet")
+    as_csv = scaffold.plan(REPO, "my_wine", str(tmp_path / "csv"), "cultivar")
+    plan = scaffold.plan(REPO, "my_wine", str(tmp_path / "parquet"), "cultivar")
+    assert plan.example_format == "parquet" and as_csv.example_format == "csv"
+    assert scaffold._schema_types(plan.schema_text) == scaffold._schema_types(as_csv.schema_text)
+    for field in ("rows", "label_type", "task", "numeric", "bucket", "categorical", "vocab", "classes", "identifiers"):
+        assert getattr(plan, field) == getattr(as_csv, field), field
+    files = scaffold.render(plan)
+    assert yaml.safe_load(files["pipelines/my_wine/config.yaml"])["example_format"] == "parquet"
