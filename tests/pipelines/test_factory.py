@@ -97,6 +97,27 @@ def test_digits_uses_the_same_graph_with_tfrecord_ingestion(tmp_path):
     assert _upstream(c) == expected
 
 
+def test_parquet_spans_use_the_same_graph_with_parquet_example_gen(tmp_path):
+    # FileBasedExampleGen with the Parquet executor, its node id (the Airflow task id and the
+    # MLMD node) ParquetExampleGen, reading span-YYYYMM/*.parquet with the ingestion settings.
+    c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612, "example_format": "parquet"})
+    rename = lambda n: {"CsvExampleGen": "ParquetExampleGen"}.get(n, n)
+    assert _upstream(c) == {rename(k): {rename(u) for u in v} for k, v in EXPECTED_UPSTREAM.items()}
+    ir = node_runner.compile_pipeline(create_pipeline(c))
+    [gen] = [n for n in ir.nodes if n.pipeline_node.node_info.id == "ParquetExampleGen"]
+    parameters = gen.pipeline_node.parameters.parameters
+    assert json.loads(parameters["input_config"].field_value.string_value)["splits"][0]["pattern"] == (
+        "span-{SPAN}/*.parquet")
+    from tfx.proto.orchestration import executable_spec_pb2, pipeline_pb2
+
+    deployment = pipeline_pb2.IntermediateDeploymentConfig()
+    ir.deployment_config.Unpack(deployment)
+    spec = executable_spec_pb2.BeamExecutableSpec()
+    deployment.executor_specs["ParquetExampleGen"].Unpack(spec)
+    assert spec.python_executor_spec.class_path == "components.example_gen.parquet_executor.Executor"
+    assert c.example_gen_id == "ParquetExampleGen"
+
+
 def test_warm_start_feeds_the_last_blessed_model_to_the_trainer(tmp_path):
     c = config_lib.load(TAXI_CONFIG, {"workdir": str(tmp_path), "span": 201612})
     c = config_lib.replace(c, trainer={"warm_start": True})
