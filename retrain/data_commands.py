@@ -71,11 +71,14 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_schema_infer(args: argparse.Namespace) -> int:
     from runner import schema_tools
 
-    root = options.load_config(args.config, data_root=args.data_root).data_root
+    config = options.load_config(args.config, data_root=args.data_root)
+    root = config.data_root
     chosen = _chosen_spans(root, args.spans)
     sys.stderr.write(f"inferring a schema from {len(chosen)} span(s) {chosen[0]}..{chosen[-1]}\n")
     try:
-        path = schema_tools.infer_schema(root, chosen, args.out, force=args.force, label=args.label)
+        # The spans as the config's ExampleGen reads them (CSV, Parquet or TFRecords).
+        path = schema_tools.infer_schema(root, chosen, args.out, force=args.force, label=args.label,
+                                         example_format=config.example_format)
     except FileExistsError as e:
         raise BadInput(str(e)) from e
     sys.stdout.write(f"wrote {path}: curate it (domains, presence limits) before checking it in\n")
