@@ -25,6 +25,7 @@ import tensorflow as tf
 import yaml
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_service_pb2_grpc
 
 from core import layout, sbom, spans
@@ -217,6 +218,67 @@ def test_a_column_the_source_added_is_left_out_named_and_the_month_pushed_under_
     assert found and "surge_multiplier" not in found
     with open(summary["report"], encoding="utf-8") as f:
         assert "surge_multiplier" in f.read()
+
+
+def test_months_as_parquet_give_the_csv_months_examples_and_gate_verdict_and_are_pushed(tmp_path, first_run):
+    """The three months of the first run as Parquet (issue 58), by three writers: pyarrow,
+    pandas (its index column included) and three files a month (int32 and decimal integers,
+    float32 and decimal numbers, large_string and dictionary text). `example_format: parquet`
+    ingests them (ParquetExampleGen, the fast engine) into the examples of the CSV months,
+    the gate gives the first run's verdict, figure for figure, and the candidate is pushed."""
+    from csv_engine import fast_csv
+    from tests import parquet_writers
+
+    env = _new_env(tmp_path)
+    schema = preflight.load_schema(env["schema"])
+    types = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
+    expected = []
+    for span, writer in zip(SPANS, ("pyarrow", "pandas_index_column", "several_files")):
+        folder = spans.span_dir(env["data"], span)
+        plain = str(tmp_path / f"plain-{span}.csv")
+        shutil.move(os.path.join(folder, "data.csv"), plain)
+        with open(plain, newline="", encoding="utf-8") as f:
+            header, *rows = list(csv.reader(f))
+        parquet_writers.WRITERS[writer](folder, header, rows, types)
+        fast_csv.ingest([plain], [str(tmp_path / f"expected-{span}")], [1], workers=0, drop=[planted.COLUMN])
+        expected += _examples_under(str(tmp_path / f"expected-{span}"))
+    config = _config(env, tmp_path / "taxi_parquet.yaml", example_format="parquet")
+    code, summary, stderr = retrain(env, config=config)
+    assert code == 0, stderr[-3000:]
+    assert summary["outcome"] == "pushed" and summary["backfilled_spans"] == [201610, 201611]
+    assert executions(env, "ParquetExampleGen") == 3 and executions(env, "CsvExampleGen") == 0
+    examples_dir = os.path.join(layout.pipeline_root(env["work"], "taxi"), "ParquetExampleGen", "examples")
+    assert sorted(_examples_under(examples_dir)) == sorted(expected)
+    as_csv = first_run["summary"]["data_gate"]
+    for key in ("passed", "blocking_features", "anomalies", "drift", "completeness", "volume", "baseline_span",
+                "row_checks"):
+        assert summary["data_gate"][key] == as_csv[key], key
+    # Bad months are exit 2 naming the file, before anything runs: cut short, a CSV named
+    # .parquet, a column whose type changes between the files of a month.
+    good = os.path.join(spans.span_dir(env["data"], 201612), "part-00000.parquet")
+    before = versions(env)
+    for span, damage, message in ((201801, "cut", "cut short: its"), (201802, "csv", "byte 0: not a Parquet file"),
+                                  (201803, "type", "column 'fare' is string (BYTES) where")):
+        folder = spans.span_dir(env["data"], span)
+        os.makedirs(folder)
+        bad = os.path.join(folder, "part-00001.parquet")
+        shutil.copy(good, os.path.join(folder, "part-00000.parquet"))
+        if damage == "cut":
+            data = open(good, "rb").read()
+            open(bad, "wb").write(data[: len(data) // 2])
+        elif damage == "csv":
+            shutil.copy(os.path.join(TAXI_DATA, "span-201612", "data.csv"), bad)
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(good)
+            pq.write_table(table.set_column(table.column_names.index("fare"), "fare",
+                                            pa.compute.cast(table.column("fare"), pa.string())), bad)
+        code, summary, stderr = retrain(env, "--span", str(span), config=config)
+        assert code == 2 and summary is None, stderr[-2000:]
+        assert bad in stderr and message in stderr, stderr[-2000:]
+    assert versions(env) == before
 
 
 def _examples_under(folder: str) -> list[bytes]:
