@@ -40,7 +40,7 @@ import os
 import re
 from typing import Any
 
-from core import layout
+from core import layout, nodes
 from core.files import sha256_file
 
 MIN_VALUE_CHARS = 4
@@ -348,7 +348,8 @@ def scan(config, now: dt.datetime | None = None) -> dict:
     not_ingested = policy.not_ingested
     artifacts = []
     if not_ingested:
-        for parts in ((config.example_gen_id, "examples"), ("StatisticsGen", "statistics")):
+        # Each ExampleGen's newest examples (a pipeline has one: CSV, Parquet or TFRecord).
+        for parts in (*((gen, "examples") for gen in nodes.EXAMPLE_GENS), (nodes.STATISTICS_GEN, "statistics")):
             artifacts += _newest_artifact_files(config, parts)
     dropped = scan_not_ingested(not_ingested, artifacts)
     retention = stale_logs(log_files, config.retention_settings.max_age_days, now)
