@@ -97,6 +97,7 @@ def test_a_missing_or_new_column_stops_as_for_csv(folder):
     ("csv", "byte 0: not a Parquet file: it starts with b'pickup_community', not Parquet's b'PAR1': text"),
     ("empty", "the file is empty (0 bytes)"),
     ("page", "row group 0 (rows 0..29): cannot be read"),
+    ("checksum", "row group 0 (rows 0..29): cannot be read (could not verify page integrity"),
 ])
 def test_damaged_files_are_bad_input_naming_the_file(folder, damage, message):
     path = folder / "part-1.parquet"
@@ -107,6 +108,13 @@ def test_damaged_files_are_bad_input_naming_the_file(folder, damage, message):
         path.write_bytes(b"pickup_community_area,fare\n1,2.0\n")
     elif damage == "empty":
         path.write_bytes(b"")
+    elif damage == "checksum":  # one bit of a plain page whose checksum the writer wrote (parquet-mr does)
+        pq.write_table(pq.read_table(path), path, row_group_size=30, compression="none", use_dictionary=False,
+                       write_page_checksum=True)
+        data = bytearray(path.read_bytes())
+        column = pq.read_metadata(path).row_group(0).column(1)
+        data[column.data_page_offset + column.total_compressed_size - 8] ^= 0x01
+        path.write_bytes(bytes(data))
     else:  # bytes overwritten inside the first row group's first (gzip-compressed) page
         table = pq.read_table(path)
         pq.write_table(table, path, row_group_size=30, compression="gzip")
