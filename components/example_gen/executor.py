@@ -209,8 +209,10 @@ class Executor(csv_executor.Executor):
             logger.warning("Columns not in the schema, left out of the examples (gate policy columns.new: report): %s",
                            ", ".join(added))
             self._not_ingested = list(dict.fromkeys([*self._not_ingested, *added]))
-        examples_artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
-        examples_artifact.set_string_custom_property(spans.NEW_COLUMNS_PROPERTY, json.dumps(added))
+        if SCHEMA_COLUMNS_KEY in _custom_values(exec_properties):
+            # Listed only under report (absent otherwise, as from TFX's own executor).
+            examples_artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+            examples_artifact.set_string_custom_property(spans.NEW_COLUMNS_PROPERTY, json.dumps(added))
         reason = _why_not_fast(input_config, output_config, exec_properties, files)
         if settings.engine == "beam" or reason:
             if reason and settings.engine == "fast":
