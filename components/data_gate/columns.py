@@ -52,9 +52,9 @@ class RenameHint:
 
     def sentence(self) -> str:
         name = policy_lib.MEASURE_NAMES[self.measure].split(" (")[0]
-        return (f"{self.new!r} looks like {self.missing!r} renamed: its values are {self.kind}s like "
-                f"{self.missing!r}'s in span {self.history_span}, {name} {self.value:.3f} within the gate's limit "
-                f"{self.limit:.3f} ({self.rows[0]} vs {self.rows[1]} values)")
+        return (f"{self.new!r} looks like {self.missing!r} renamed: its values are {self.kind}s, like those of "
+                f"{self.missing!r} in span {self.history_span} ({name} {self.value:.3f}, within the gate's limit "
+                f"{self.limit:.3f}; {self.rows[0]} vs {self.rows[1]} values)")
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "rows": list(self.rows)}
