@@ -174,11 +174,22 @@ def _table_values(path: str, names: list[str], limit: int) -> dict[str, list[str
     return {n: ["" if v is None else str(v) for v in table.column(n).to_pylist()] for n in present}
 
 
-def history_span(data_root: str, span: int, example_format: str, column: str) -> int | None:
-    """The latest span before `span` whose files have the column."""
+def _readable_values(folder: str, example_format: str, names: list[str], limit: int = SAMPLE_ROWS,
+                     ) -> dict[str, list[str]] | None:
+    """`column_values`, or None for a folder whose files do not read (a month the run's checks
+    refused: never anyone's history)."""
+    try:
+        return column_values(folder, example_format, names, limit)
+    except (OSError, ValueError, csv.Error):  # CsvInputError, UnicodeDecodeError and Arrow's errors are ValueErrors
+        return None
+
+
+def history(data_root: str, span: int, example_format: str, column: str) -> tuple[int, list[str]] | None:
+    """(span, values) of the latest span before `span` whose files read whole and have the column."""
     for earlier in sorted((s for s in spans.list_spans(data_root) if s < span), reverse=True):
-        if column in column_values(spans.span_dir(data_root, earlier), example_format, [column], limit=1):
-            return earlier
+        found = _readable_values(spans.span_dir(data_root, earlier), example_format, [column])
+        if found and column in found:
+            return earlier, found[column]
     return None
 
 
@@ -191,10 +202,10 @@ def rename_hints(data_root: str, span: int, example_format: str, missing: list[s
     new_values = column_values(folder, example_format, new)
     hints, taken = [], set()
     for old in missing:
-        earlier = history_span(data_root, span, example_format, old)
-        if earlier is None:
+        found = history(data_root, span, example_format, old)
+        if found is None:
             continue
-        old_values = column_values(spans.span_dir(data_root, earlier), example_format, [old]).get(old, [])
+        earlier, old_values = found
         for name in new:
             if name in taken or name not in new_values:
                 continue

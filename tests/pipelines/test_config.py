@@ -194,7 +194,7 @@ def test_a_config_loads_without_tensorflow():
 @pytest.mark.parametrize("feature, config, message", [
     ("trip_start_hour", TAXI_CONFIG, "trip_start_hour is not ingested (ingest: drop) but slice_features reads it"),
     ("trip_start_day", TAXI_CONFIG, "trip_start_day is not ingested (ingest: drop) but span_consistency reads it"),
-    ("image_raw", f"{REPO}/pipelines/digits/config.yaml", "is applied when CSV is ingested; this pipeline reads"),
+    ("image_raw", f"{REPO}/pipelines/digits/config.yaml", "is applied when CSV or Parquet is ingested; this pipeline reads"),
 ])
 def test_a_feature_never_stored_cannot_be_read_from_the_examples(feature, config, message):
     from pipelines.config import validation

@@ -99,3 +99,17 @@ def test_the_run_checks_apply_the_policy_to_a_span_folder(tmp_path):
     renamed_root, renamed = _months(tmp_path / "renamed", rename={"fare": "fare_usd"})
     with pytest.raises(preflight.InputError, match=r"'fare_usd' looks like 'fare' renamed: .* in span 201611"):
         preflight.check_span_files(spans.span_dir(renamed_root, renamed), schema, "csv", report)
+
+
+def test_a_month_that_does_not_read_is_nobodys_history(tmp_path):
+    # Between the last good month and the renamed one, a refused month (not UTF-8) and one
+    # delimited by ';': both are skipped, the hint still names the good month.
+    root, _ = _months(tmp_path, rename={"trip_miles": "trip_distance"})
+    span = 201703
+    os.rename(spans.span_dir(root, 201612), spans.span_dir(root, span))
+    for bad, data in ((201701, b"trip_miles,fare\n\xff\xfe,1.0\n"), (201702, b"trip_miles;fare\n1.0;2.0\n")):
+        os.makedirs(spans.span_dir(root, bad))
+        with open(os.path.join(spans.span_dir(root, bad), "data.csv"), "wb") as f:
+            f.write(data)
+    [hint] = columns.rename_hints(root, span, "csv", ["trip_miles"], ["trip_distance"], gate_policy.GatePolicy())
+    assert hint.history_span == 201611
