@@ -3,24 +3,14 @@ stdin (JSON), one result per line on stdout (fast_parquet.encode_chunk's, or an 
 
 from __future__ import annotations
 
-import json
 import sys
 
-from core.errors import BadInput
+from csv_engine import worker
 from parquet_engine import fast_parquet
 
 
 def main() -> int:
-    for line in sys.stdin:
-        try:
-            answer = fast_parquet.encode_chunk(json.loads(line))
-        except BadInput as e:
-            answer = {"error": str(e), "input_error": True}
-        except Exception as e:  # reported to the executor, which fails the node with it
-            answer = {"error": f"{type(e).__name__}: {e}"}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    return 0
+    return worker.serve(fast_parquet.encode_chunk)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ differ, so each file must give the examples (and statistics) of the plain file.
 from __future__ import annotations
 
 import csv
+import glob
 import io
+import os
 from collections.abc import Callable
 
 BOM = "\ufeff"
@@ -97,3 +99,16 @@ DIALECTS: dict[str, Callable[[list[str], Rows], bytes]] = {
 def write(dialect: str, header: list[str], rows: Rows) -> bytes:
     """The month's file in a dialect of DIALECTS."""
     return DIALECTS[dialect](header, rows)
+
+
+def embedded_trips(rows: int) -> tuple[list[str], list[list[str]]]:
+    """The header and the first `rows` trips of the embedded 2016 taxi spans, as CSV cells
+    (one month's worth for the CSV dialect and Parquet writer tests)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out: list[list[str]] = []
+    for path in sorted(glob.glob(os.path.join(repo, "data", "taxi", "span-2016*", "data.csv"))):
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader)
+            out += list(reader)
+    return header, out[:rows]

@@ -43,13 +43,7 @@ ENGINES = ("fast", "beam")
 
 def _month() -> tuple[list[str], list[list[str]]]:
     """The first ROWS trips of the embedded 2016 spans, as text, a few with awkward cells."""
-    rows: list[list[str]] = []
-    for path in sorted(glob.glob(os.path.join(REPO, "data", "taxi", "span-2016*", "data.csv"))):
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader)
-            rows += list(reader)
-    rows = rows[:ROWS]
+    header, rows = dialects.embedded_trips(ROWS)
     company = header.index("company")
     for i, cell in enumerate(AWKWARD):
         rows[100 + 7 * i][company] = cell

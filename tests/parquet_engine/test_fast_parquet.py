@@ -21,8 +21,8 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from core import parquet_columns
 from csv_engine import fast_csv
 from parquet_engine import fast_parquet
-from tests import parquet_writers
-from tests.conftest import REPO, TAXI_SCHEMA
+from tests import dialects, parquet_writers
+from tests.conftest import TAXI_SCHEMA
 
 ROWS = 300
 BUCKETS = [3, 4]  # train 3 : eval 1, as the pipelines split
@@ -30,13 +30,7 @@ BUCKETS = [3, 4]  # train 3 : eval 1, as the pipelines split
 
 def _month() -> tuple[list[str], list[list[str]]]:
     """The first ROWS trips of the embedded 2016 spans, as CSV cells."""
-    rows: list[list[str]] = []
-    for path in sorted(glob.glob(os.path.join(REPO, "data", "taxi", "span-2016*", "data.csv"))):
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader)
-            rows += list(reader)
-    return header, rows[:ROWS]
+    return dialects.embedded_trips(ROWS)
 
 
 def _types() -> dict[str, str]:
