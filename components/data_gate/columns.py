@@ -8,7 +8,7 @@ A span's columns are compared with the curated schema's features before a run:
   in the run's summary, its governance report and an alert (`new_columns`).
 
 When columns are both missing and new, each new column is compared with each missing one's
-history: the latest earlier span folder that still has the missing column. A new column
+history: the latest earlier span folder that still has the missing column and whose files read. A new column
 "looks renamed" when its values have the same kind (integer, number or text, as CSV ingestion
 infers it) and their distribution lies within the gate's own drift limit for the missing
 feature: the Kolmogorov-Smirnov distance for numbers, the L-infinity distance of the value
